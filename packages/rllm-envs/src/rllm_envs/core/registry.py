@@ -1,0 +1,44 @@
+"""The table of rllm environment ids and their registration with Gymnasium.
+
+Entry points are strings, so registering imports no env module: an env whose extra is not
+installed fails only when made, with a :class:`~rllm_envs.core.extras.MissingExtraError`
+naming the ``pip install`` to run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class EnvEntry:
+    id: str
+    entry_point: str
+    extra: str | None = None  # the rllm-envs extra the env needs, if any
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    max_episode_steps: int | None = None
+
+
+ENV_ENTRIES: tuple[EnvEntry, ...] = (
+    EnvEntry("rllm/FrozenLake-v0", "rllm_envs.frozenlake:FrozenLakeEnv"),
+    EnvEntry("rllm/Math-v0", "rllm_envs.math:MathEnv", extra="math"),
+    EnvEntry("rllm/GymText-v0", "rllm_envs.gymtext:GymTextEnv"),
+)
+
+
+def register_envs() -> None:
+    """Register every rllm id with Gymnasium (idempotent)."""
+    from gymnasium.envs.registration import register, registry
+
+    for entry in ENV_ENTRIES:
+        if entry.id not in registry:
+            register(
+                id=entry.id,
+                entry_point=entry.entry_point,
+                kwargs=dict(entry.kwargs),
+                max_episode_steps=entry.max_episode_steps,
+
+
+
+            )

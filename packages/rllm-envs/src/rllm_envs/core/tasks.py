@@ -1,0 +1,185 @@
+"""Task sets: the rows an environment draws its episodes from.
+
+A task is a plain JSON-able dict (a "row"). An environment is bound to a :class:`TaskSet`;
+``reset(seed=...)`` draws a row with the env's seeded generator, and
+``reset(options={"task": row})`` runs an explicit row instead.
+
+Where rows come from is named by a *source* string, resolved through a table of loaders:
+
+===========================  ===================================================
+``shipped:<name>``           a JSONL file shipped inside an env package
+``path/to/file.jsonl``       a JSON-lines file (also ``.json``, ``.parquet``)
+``hf:<dataset>[:<config>]``  a Hugging Face ``datasets`` dataset (local or cached)
+``registry:<name>``          a dataset saved with :class:`~rllm_envs.DatasetRegistry`
+===========================  ===================================================
+
+A ``column_map`` renames the source's columns to the names the env reads, e.g.
+``{"problem": "question", "solution": "answer"}``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+Row = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class TaskSet:
+    """An immutable, ordered collection of task rows."""
+
+    name: str
+    rows: tuple[Row, ...]
+
+    def __post_init__(self) -> None:
+        if not self.rows:
+            raise ValueError(f"task set {self.name!r} is empty")
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, index: int) -> Row:
+        return self.rows[index]
+
+    def draw(self, rng: np.random.Generator) -> Row:
+        """A row chosen uniformly with the caller's generator (the env's `np_random`)."""
+        return dict(self.rows[int(rng.integers(len(self.rows)))])
+
+    def take(self, count: int) -> TaskSet:
+        return TaskSet(f"{self.name}[:{count}]", self.rows[:count])
+
+
+def _read_jsonl(path: Path) -> list[Row]:
+    rows = []
+    with path.open(encoding="utf-8") as handle:
+        for line_number, line in enumerate(handle, 1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as error:
+                    raise ValueError(f"{path}:{line_number}: not valid JSON ({error})") from error
+    return rows
+
+
+def _read_json(path: Path) -> list[Row]:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(data, list):
+        raise ValueError(f"{path}: expected a JSON list of task objects")
+    return data
+
+
+def _read_parquet(path: Path) -> list[Row]:
+    try:
+        import pyarrow.parquet as parquet
+    except ImportError as error:
+        raise ImportError("reading Parquet task files needs pyarrow: pip install pyarrow") from error
+    return parquet.read_table(path).to_pylist()
+
+
+FILE_READERS: Mapping[str, Callable[[Path], list[Row]]] = {
+    ".jsonl": _read_jsonl,
+    ".json": _read_json,
+    ".parquet": _read_parquet,
+}
+
+
+def read_task_file(path: str | Path) -> list[Row]:
+    path = Path(path).expanduser()
+    reader = FILE_READERS.get(path.suffix.lower())
+    if reader is None:
+        raise ValueError(f"{path}: unknown task file type; use one of {sorted(FILE_READERS)}")
+    if not path.is_file():
+        raise FileNotFoundError(f"task file not found: {path}")
+    return reader(path)
+
+
+def _load_hf(spec: str, split: str) -> list[Row]:
+    try:
+        import datasets
+    except ImportError as error:
+        raise ImportError(
+            "loading Hugging Face datasets needs the 'datasets' extra: "
+            "pip install 'rllm-envs[datasets]'"
+        ) from error
+    name, _, config = spec.partition(":")
+    return list(datasets.load_dataset(name, config or None, split=split))
+
+
+def _load_registry(name: str, split: str) -> list[Row]:
+    from rllm_envs.core.dataset_registry import DatasetRegistry
+
+    return list(DatasetRegistry.load_dataset(name, split).rows)
+
+
+@dataclass(frozen=True)
+class TaskSources:
+    """Resolves source strings to rows. `shipped` maps a shipped set's name to its file."""
+
+    shipped: Mapping[str, Path] = field(default_factory=dict)
+
+    def load(
+        self,
+        source: str | Path | Sequence[Row] | TaskSet,
+        *,
+        split: str = "train",
+        column_map: Mapping[str, str] | None = None,
+        required: Iterable[str] = (),
+    ) -> TaskSet:
+        if isinstance(source, TaskSet):
+            task_set = source
+        elif isinstance(source, (str, Path)):
+            task_set = TaskSet(str(source), tuple(self._rows(str(source), split)))
+        else:
+            task_set = TaskSet("rows", tuple(dict(row) for row in source))
+        rows = tuple(rename_columns(row, column_map) for row in task_set.rows)
+        check_columns(rows, required, task_set.name)
+        return TaskSet(task_set.name, rows)
+
+    def _rows(self, source: str, split: str) -> list[Row]:
+        scheme, _, rest = source.partition(":")
+        if scheme == "shipped":
+            name = rest or split
+            if name not in self.shipped:
+                raise ValueError(f"no shipped task set {name!r}; choose from {sorted(self.shipped)}")
+            return read_task_file(self.shipped[name])
+        loaders: Mapping[str, Callable[[str, str], list[Row]]] = {
+            "hf": _load_hf,
+            "registry": _load_registry,
+        }
+        if rest and scheme in loaders:
+            return loaders[scheme](rest, split)
+        return read_task_file(source)
+
+
+def rename_columns(row: Mapping[str, Any], column_map: Mapping[str, str] | None) -> Row:
+    if not column_map:
+        return dict(row)
+    return {column_map.get(key, key): value for key, value in row.items()}
+
+
+def check_columns(rows: Sequence[Row], required: Iterable[str], name: str) -> None:
+    required = list(required)
+    for index, row in enumerate(rows):
+        missing = [column for column in required if column not in row]
+        if missing:
+            raise ValueError(
+                f"task set {name!r}, row {index}: missing column(s) {missing}; "
+                f"it has {sorted(row)} (pass column_map={{'their_name': '{missing[0]}'}})"
+            )
+
+
+def task_id(row: Mapping[str, Any], fallback: str) -> str:
+    """The row's own id when it has one, else a stable id derived from its content."""
+    for key in ("task_id", "id", "uid"):
+        if key in row and row[key] is not None:
+            return str(row[key])
+    import hashlib
+
+    digest = hashlib.sha1(json.dumps(row, sort_keys=True, default=str).encode()).hexdigest()
+    return f"{fallback}-{digest[:12]}"

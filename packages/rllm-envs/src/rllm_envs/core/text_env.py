@@ -1,0 +1,169 @@
+"""`TextEnv`: the base of every single-agent rllm environment.
+
+It holds the contract every env shares so each env only writes its own rules:
+
+* spaces are :class:`~rllm_envs.core.spaces.UnicodeText` (observation bounded, action generous);
+* ``reset(seed, options)`` takes the task from ``options["task"]`` or draws one from the bound
+  :class:`~rllm_envs.core.tasks.TaskSet` with ``self.np_random``;
+* ``step(action)`` accepts whatever a policy produced (str, bytes, numbers, None) and never
+  raises on malformed text: subclasses report it as an invalid action;
+* an :class:`~rllm_envs.core.failures.InfrastructureFailure` ends the episode (truncated) with
+  ``info["failure"]`` set, so trainers can drop it instead of learning from a fake zero;
+* observations are clipped to the observation space and infos are fresh copies every call.
+
+Subclasses implement :meth:`begin` (start an episode on a task) and :meth:`act` (one turn).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import gymnasium as gym
+
+from rllm_envs.core import spaces
+from rllm_envs.core.failures import InfrastructureFailure
+from rllm_envs.core.tasks import Row, TaskSet, task_id
+
+
+@dataclass
+class Transition:
+    """What one turn of a text env produced."""
+
+    observation: str
+    reward: float = 0.0
+    terminated: bool = False
+    truncated: bool = False
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def action_text(action: Any) -> str:
+    """The text of an action, whatever type a policy (or `action_space.sample()`) produced."""
+    if isinstance(action, str):
+        text = action
+    elif isinstance(action, (bytes, bytearray)):
+        text = bytes(action).decode("utf-8", "replace")
+    elif action is None:
+        text = ""
+    else:
+        text = str(action)
+    # Lone surrogates cannot be encoded or tokenised; replace them rather than fail later.
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+class TextEnv(gym.Env[str, str]):
+    """Base class of rllm's text environments (see the module docstring for the contract)."""
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 1}
+
+    def __init__(
+        self,
+        tasks: TaskSet,
+        *,
+        max_turns: int | None = None,
+        render_mode: str | None = None,
+        max_observation_chars: int = spaces.DEFAULT_OBSERVATION_CHARS,
+    ) -> None:
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}")
+        if max_turns is not None and max_turns < 1:
+            raise ValueError(f"max_turns must be at least 1, got {max_turns}")
+        self.tasks = tasks
+        self.max_turns = max_turns
+        self.render_mode = render_mode
+        self.observation_space = spaces.observation_space(max_observation_chars)
+        self.action_space = spaces.action_space()
+        self.task: Row | None = None
+        self.turn = 0
+        self.episode_over = True
+        self.failure_kind: str | None = None
+        self.last_observation = ""
+
+    # -- what subclasses write -------------------------------------------------------------
+    def begin(self, task: Row) -> tuple[str, dict[str, Any]]:
+        """Start an episode on `task`; return the first observation and info."""
+        raise NotImplementedError
+
+    def act(self, action: str) -> Transition:
+        """Apply one action (already text) to the running episode."""
+        raise NotImplementedError
+
+    def task_name(self) -> str:
+        """Prefix of derived task ids (the env's short name)."""
+        return type(self).__name__.removesuffix("Env").lower()
+
+    # -- the Gymnasium API -----------------------------------------------------------------
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        options = options or {}
+        task = options.get("task")
+        if task is None:
+            task = self.tasks.draw(self.np_random)
+        elif not isinstance(task, dict):
+            raise TypeError(f"options['task'] must be a dict row, got {type(task).__name__}")
+        self.task = dict(task)
+        self.turn = 0
+        self.episode_over = False
+        self.failure_kind = None
+        try:
+            observation, info = self.begin(self.task)
+        except InfrastructureFailure as failure:
+            # reset cannot end an episode, so the first step will: the agent is told, and the
+            # info carries the failure for trainers that check it straight away.
+            self.episode_over = True
+            self.failure_kind = failure.kind
+            observation, info = self._failure_text(failure), {"failure": failure.kind}
+        info = {"task_id": task_id(self.task, self.task_name()), **info}
+        return self._emit(observation), copy.deepcopy(info)
+
+    def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if self.task is None:
+            raise gym.error.ResetNeeded("call reset() before step()")
+        if self.episode_over:
+            info = {"task_id": task_id(self.task, self.task_name()), "action_valid": False}
+            if self.failure_kind:
+                info["failure"] = self.failure_kind
+            message = "The episode has ended; call reset() to start a new one."
+            return self._emit(message), 0.0, False, True, info
+        self.turn += 1
+        try:
+            result = self.act(action_text(action))
+        except InfrastructureFailure as failure:
+            self.failure_kind = failure.kind
+            result = Transition(
+                self._failure_text(failure), truncated=True, info={"failure": failure.kind}
+            )
+        if self.max_turns is not None and self.turn >= self.max_turns and not result.terminated:
+            result.truncated = True
+        self.episode_over = result.terminated or result.truncated
+        info = {
+            "task_id": task_id(self.task, self.task_name()),
+            "turn": self.turn,
+            "action_valid": True,
+            **result.info,
+        }
+        return (
+            self._emit(result.observation),
+            float(result.reward),
+            bool(result.terminated),
+            bool(result.truncated),
+            copy.deepcopy(info),
+        )
+
+    def render(self) -> str | None:
+        return self.last_observation if self.render_mode == "ansi" else None
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _emit(self, observation: str) -> str:
+        self.last_observation = spaces.fit_observation(observation, self.observation_space)
+        return self.last_observation
+
+    @staticmethod
+    def _failure_text(failure: InfrastructureFailure) -> str:
+        return (
+            f"[environment failure: {failure.kind}] {failure} "
+            "This is not your fault; the episode has ended."
+        )

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Sets everything up and runs the main job. Extra arguments go to the main job.
+set -euo pipefail
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo_root"
+bash scripts/setup.sh
+# shellcheck disable=SC1091
+source .venv/bin/activate
+if command -v rllm-train >/dev/null; then
+    exec rllm-train "$@"
+fi
+exec python -m rllm_envs.frozenlake.scripted "$@"

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Sets up everything rllm needs on a Debian machine: system packages (as root, or through
+# sudo), and the development environment in .venv at the repository root.
+# Idempotent: a second run only installs what changed.
+set -euo pipefail
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo_root"
+
+APT_PACKAGES=(docker.io bubblewrap chromium debootstrap iproute2 git fonts-liberation)
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
+        echo "setup: need root (or sudo) to run: $*" >&2; return 1; fi
+}
+
+install_system_packages() {
+    local missing=()
+    for pkg in "${APT_PACKAGES[@]}"; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+    done
+    if [ "${#missing[@]}" -gt 0 ]; then
+        echo "setup: installing system packages: ${missing[*]}"
+        as_root apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    fi
+}
+
+install_python_env() {
+    local stamp=".venv/.rllm-setup-stamp"
+    local want
+    want="$(cat constraints.txt pyproject.toml packages/*/pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)"
+    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+        return 0
+    fi
+    [ -x .venv/bin/python ] || python3 -m venv .venv
+    local pip=(.venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt)
+    "${pip[@]}" --upgrade pip setuptools wheel
+    # torch first, from the pinned CPU build, so nothing later pulls a CUDA build.
+    "${pip[@]}" torch==2.13.0
+    # llama-cpp-python compiles from source (minutes, once: pip caches the wheel).
+    CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" "${pip[@]}" \
+        -e "packages/rllm-envs[all]" \
+        -e "packages/rllm-agents[all]" \
+        -e "packages/rllm-train[verl]" \
+        -e ".[dev]"
+    echo "$want" > "$stamp"
+}
+
+install_system_packages
+install_python_env
+echo "setup: ready (.venv)"
