@@ -1,0 +1,61 @@
+"""The one async interface every rollout engine implements.
+
+Messages (OpenAI chat format) or token ids go in; text, token ids, logprobs and a finish reason
+come out. Engines that cannot report tokens (a plain chat API) leave the token fields empty.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 512
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+    logprobs: bool = True
+
+
+@dataclass
+class ModelOutput:
+    text: str
+    finish_reason: str = "stop"  # "stop" | "length" | "tool_calls" | ...
+    prompt_ids: list[int] = field(default_factory=list)
+    completion_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)  # one per completion token
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    reasoning: str | None = None
+
+    @property
+    def prompt_length(self) -> int:
+        return len(self.prompt_ids)
+
+    @property
+    def completion_length(self) -> int:
+        return len(self.completion_ids)
+
+
+class EngineError(RuntimeError):
+    """The engine failed in a way retries did not fix (the execution engine records it)."""
+
+
+@runtime_checkable
+class RolloutEngine(Protocol):
+    async def generate(
+        self,
+        messages: list[dict[str, Any]] | None = None,
+        *,
+        prompt_ids: list[int] | None = None,
+        sampling: SamplingParams = SamplingParams(),
+        tools: list[dict[str, Any]] | None = None,
+    ) -> ModelOutput:
+        """Generate one completion for `messages` (rendered by the engine) or raw `prompt_ids`."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release servers, threads and memory the engine holds."""
+        ...
