@@ -24,6 +24,8 @@ ENV_ENTRIES: tuple[EnvEntry, ...] = (
     EnvEntry("rllm/FrozenLake-v0", "rllm_envs.frozenlake:FrozenLakeEnv"),
     EnvEntry("rllm/Math-v0", "rllm_envs.math:MathEnv", extra="math"),
     EnvEntry("rllm/GymText-v0", "rllm_envs.gymtext:GymTextEnv"),
+    EnvEntry("rllm/Code-v0", "rllm_envs.code:CodeEnv", extra="code"),
+    EnvEntry("rllm/MCP-v0", "rllm_envs.mcp:MCPEnv", extra="mcp"),
 )
 
 

@@ -132,3 +132,8 @@ def fit_observation(text: str, space: UnicodeText) -> str:
         return text
     marker = f"\n[... observation clipped to {space.max_length} characters]"
     return text[: space.max_length - len(marker)] + marker
+
+
+# Async vector envs keep observations in shared memory; this teaches Gymnasium to read
+# UnicodeText there (it needs the class above, hence the import at the end).
+from rllm_envs.core import vector_text as _vector_text  # noqa: E402, F401

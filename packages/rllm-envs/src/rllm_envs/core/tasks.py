@@ -107,6 +107,9 @@ def _load_hf(spec: str, split: str) -> list[Row]:
             "loading Hugging Face datasets needs the 'datasets' extra: "
             "pip install 'rllm-envs[datasets]'"
         ) from error
+    if (Path(spec).expanduser() / "state.json").is_file():
+        # A single Dataset written with `save_to_disk`, which `load_dataset` refuses to read.
+        return list(datasets.load_from_disk(str(Path(spec).expanduser())))
     name, _, config = spec.partition(":")
     return list(datasets.load_dataset(name, config or None, split=split))
 

@@ -1,0 +1,28 @@
+"""Which agent plays which env: ``AGENTS`` maps env ids to agent classes."""
+
+from __future__ import annotations
+
+import importlib
+
+from rllm_agents.agents.base import BaseAgent
+from rllm_agents.agents.text_agent import TextAgent
+
+# String entry points, so agents with heavy imports load only when used.
+AGENTS: dict[str, str] = {
+    "rllm/FrozenLake-v0": "rllm_agents.agents.frozenlake_agent:FrozenLakeAgent",
+    "rllm/Math-v0": "rllm_agents.agents.math_agent:MathAgent",
+    "rllm/GymText-v0": "rllm_agents.agents.text_agent:TextAgent",
+    "rllm/MCP-v0": "rllm_agents.agents.tool_agent:ToolAgent",
+}
+
+
+def load_entry_point(entry_point: str) -> type:
+    module_name, _, attribute = entry_point.partition(":")
+    return getattr(importlib.import_module(module_name), attribute)
+
+
+def agent_for_env(env_id: str) -> type[BaseAgent]:
+    """The agent class registered for `env_id`, else the generic :class:`TextAgent`."""
+    bare_id = env_id.split(":", 1)[-1]  # "rllm_envs:rllm/X-v0" names the same env
+    entry_point = AGENTS.get(bare_id)
+    return load_entry_point(entry_point) if entry_point else TextAgent

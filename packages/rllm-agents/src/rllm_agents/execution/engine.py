@@ -1,0 +1,371 @@
+"""`AgentExecutionEngine`: many (agent, env) pairs rolled out concurrently on asyncio.
+
+Each task runs as one episode: ``env.reset(seed, options={"task": row})``, then turns of
+*agent → model → env* until the env ends it or a limit does. ``n_parallel`` episodes run at
+once, each on an :class:`~rllm_agents.execution.env_slot.EnvSlot` (its env's own thread), while
+model calls from all of them overlap on the event loop (engines batch them).
+
+Nothing is lost: an engine exception, a stall past ``trajectory_timeout`` or an env crash ends
+that episode as :attr:`TerminationReason.ERROR` / ``TIMEOUT`` with the partial trajectory and the
+error text, and every task in gives exactly one Episode out, in order.
+
+Token budgets, with token-level rendering (``token_level=True`` and a tokenizer):
+``max_prompt_tokens`` bounds the first prompt; ``max_response_tokens`` bounds everything after
+it (model turns and env turns together, as a trainer lays them out), and each turn's
+``max_tokens`` is cut to what is left. Without a tokenizer only model-reported completion token
+counts are budgeted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from rllm_agents.agents.base import BaseAgent
+from rllm_agents.chat import (
+    TokenConversation,
+    encode,
+    parse_tool_calls,
+    template_rewrites_history,
+    tool_calls_to_text,
+)
+from rllm_agents.chat.tool_calls import parse_openai_tool_calls
+from rllm_agents.engines.base import ModelOutput, SamplingParams
+from rllm_agents.execution.env_slot import EnvSlot
+from rllm_agents.execution.progress import RewardProgress
+from rllm_agents.metrics import summarize_episodes
+from rllm_agents.types import Episode, Step, TerminationReason
+
+
+class EpisodeEnded(Exception):
+    """Ends the turn loop early with a termination reason (budgets)."""
+
+    def __init__(self, reason: TerminationReason) -> None:
+        super().__init__(reason.value)
+        self.reason = reason
+
+
+@dataclasses.dataclass
+class _Run:
+    """The live state of one episode (kept outside the coroutine so a timeout keeps it)."""
+
+    index: int
+    task: dict[str, Any] | None
+    seed: int | None
+    agent: BaseAgent
+    conversation: TokenConversation | None = None
+    last_info: dict[str, Any] = dataclasses.field(default_factory=dict)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class AgentExecutionEngine:
+    """Runs agents against envs with a rollout engine (see the module docstring).
+
+    Args:
+        agent_factory: makes a fresh agent per episode.
+        env_factory: makes an env (called on the env's own thread; envs are reused per slot).
+        engine: a :class:`~rllm_agents.engines.base.RolloutEngine`.
+        tokenizer: enables token-level rendering (with ``token_level=True``).
+        seed: task i is reset with seed ``seed + i`` (None: unseeded).
+        output_path: stream each finished episode to this JSONL file.
+        progress: show a progress bar (None: only when stderr is a terminal).
+    """
+
+    def __init__(
+        self,
+        agent_factory: Callable[[], BaseAgent],
+        env_factory: Callable[[], Any],
+        engine: Any,
+        *,
+        tokenizer: Any = None,
+        n_parallel: int = 8,
+        max_turns: int = 8,
+        max_prompt_tokens: int | None = None,
+        max_response_tokens: int | None = None,
+        trajectory_timeout: float | None = None,
+        sampling: SamplingParams | None = None,
+        token_level: bool = True,
+        seed: int | None = 0,
+        output_path: str | Path | None = None,
+        progress: bool | None = None,
+    ) -> None:
+        if n_parallel < 1 or max_turns < 1:
+            raise ValueError("n_parallel and max_turns must be at least 1")
+        self.agent_factory = agent_factory
+        self.env_factory = env_factory
+        self.engine = engine
+        self.tokenizer = tokenizer
+        self.n_parallel = n_parallel
+        self.max_turns = max_turns
+        self.max_prompt_tokens = max_prompt_tokens
+        self.max_response_tokens = max_response_tokens
+        self.trajectory_timeout = trajectory_timeout
+        self.sampling = sampling or SamplingParams()
+        self.token_level = token_level and tokenizer is not None
+        self.seed = seed
+        self.output_path = Path(output_path) if output_path else None
+        self.progress = progress
+        self.last_metrics: dict[str, Any] = {}
+        self._rewrites_history: bool | None = None
+
+    # ---- public API -------------------------------------------------------------------------
+    async def execute_tasks(
+        self, tasks: list[dict[str, Any]], seeds: list[int | None] | None = None
+    ) -> list[Episode]:
+        """One Episode per task row, in order."""
+        if seeds is None:
+            seeds = [None if self.seed is None else self.seed + i for i in range(len(tasks))]
+        return await self._execute(list(zip(tasks, seeds, strict=True)))
+
+    async def execute_seeds(self, seeds: Iterable[int]) -> list[Episode]:
+        """One Episode per seed, the env drawing its own task from the seed."""
+        return await self._execute([(None, seed) for seed in seeds])
+
+    def run(
+        self, tasks: list[dict[str, Any]] | None = None, seeds: list[int] | None = None
+    ) -> list[Episode]:
+        """Blocking helper: tasks (optionally seeded) or seeds alone."""
+        if tasks is None:
+            return asyncio.run(self.execute_seeds(seeds or []))
+        return asyncio.run(self.execute_tasks(tasks, seeds))
+
+    # ---- the run ----------------------------------------------------------------------------
+    async def _execute(self, jobs: list[tuple[dict[str, Any] | None, int | None]]) -> list[Episode]:
+        if self.token_level and self._rewrites_history is None:
+            self._rewrites_history = template_rewrites_history(self.tokenizer)
+        slots: asyncio.Queue[EnvSlot] = asyncio.Queue()
+        all_slots = [
+            EnvSlot(self.env_factory, f"rllm-env-{i}")
+            for i in range(min(self.n_parallel, len(jobs)))
+        ]
+        for slot in all_slots:
+            slots.put_nowait(slot)
+        sink = self.output_path.open("w", encoding="utf-8") if self.output_path else None
+        started = time.perf_counter()
+        try:
+            with RewardProgress(len(jobs), "rollout", self.progress) as progress:
+
+                async def one(index: int, task: dict[str, Any] | None, seed: int | None) -> Episode:
+                    slot = await slots.get()
+                    try:
+                        episode = await self._episode(slot, index, task, seed)
+                    finally:
+                        slots.put_nowait(slot)
+                    if sink is not None:
+                        sink.write(episode.to_json() + "\n")
+                        sink.flush()
+                    progress.advance(episode.reward)
+                    return episode
+
+                episodes = await asyncio.gather(
+                    *(one(i, task, seed) for i, (task, seed) in enumerate(jobs))
+                )
+        finally:
+            if sink is not None:
+                sink.close()
+            await asyncio.gather(*(slot.aclose() for slot in all_slots))
+        wall = time.perf_counter() - started
+        self.last_metrics = self._run_metrics(list(episodes), wall)
+        return list(episodes)
+
+    def _run_metrics(self, episodes: list[Episode], wall: float) -> dict[str, Any]:
+        metrics = summarize_episodes(episodes)
+        metrics["wall_time"] = wall
+        metrics["episodes_per_s"] = len(episodes) / wall if wall > 0 else 0.0
+        metrics["completion_tokens_per_s"] = (
+            metrics["completion_tokens"] / wall if wall > 0 else 0.0
+        )
+        if self._rewrites_history is not None:
+            metrics["template_rewrites_history"] = self._rewrites_history
+        return metrics
+
+    async def _episode(
+        self, slot: EnvSlot, index: int, task: dict[str, Any] | None, seed: int | None
+    ) -> Episode:
+        run = _Run(index=index, task=task, seed=seed, agent=self.agent_factory())
+        run.agent.reset()
+        reason: TerminationReason
+        error: str | None = None
+        try:
+            reason = await asyncio.wait_for(self._turns(slot, run), self.trajectory_timeout)
+        except asyncio.TimeoutError:
+            reason, error = (
+                TerminationReason.TIMEOUT,
+                (f"episode exceeded trajectory_timeout={self.trajectory_timeout}s"),
+            )
+            slot.discard()  # an env call may still be running on the slot's thread
+        except _ModelFailure as exc:
+            reason, error = TerminationReason.ERROR, str(exc)
+        except Exception as exc:  # noqa: BLE001 - every failure must still yield an Episode
+            reason, error = TerminationReason.ERROR, f"{type(exc).__name__}: {exc}"
+            slot.discard()  # the env (or the agent on its output) raised: do not reuse the env
+        return self._build_episode(run, reason, error)
+
+    async def _turns(self, slot: EnvSlot, run: _Run) -> TerminationReason:
+        options = {"task": run.task} if run.task is not None else None
+        started = time.perf_counter()
+        observation, info = await slot.call("reset", seed=run.seed, options=options)
+        reset_time = time.perf_counter() - started
+        run.last_info = dict(info)
+        run.agent.update_from_env(observation, 0.0, False, info)
+        if info.get("failure"):
+            return TerminationReason.ENV_FAILURE
+        if self.token_level:
+            run.conversation = TokenConversation(self.tokenizer, tools=run.agent.tools)
+        for turn in range(self.max_turns):
+            try:
+                output, llm_time, prompt_ids = await self._generate(run)
+            except EpisodeEnded as ended:
+                return ended.reason
+            response = _response_text(output)
+            action = run.agent.update_from_model(response)
+            step = run.agent.trajectory.steps[-1] if run.agent.trajectory.steps else Step()
+            _record_turn(step, output, prompt_ids, llm_time)
+            started = time.perf_counter()
+            observation, reward, terminated, truncated, info = await slot.call(
+                "step", action.action
+            )
+            step.env_time = time.perf_counter() - started + (reset_time if turn == 0 else 0.0)
+            run.last_info = dict(info)
+            run.agent.update_from_env(observation, reward, terminated or truncated, info)
+            ending = env_ending(info, terminated, truncated)
+            if ending is not None:
+                return ending
+            if self._response_budget_left(run) == 0:
+                return TerminationReason.RESPONSE_TOO_LONG
+        return TerminationReason.MAX_TURNS
+
+    async def _generate(self, run: _Run) -> tuple[ModelOutput, float, list[int]]:
+        messages = run.agent.chat_completions
+        sampling = self.sampling
+        prompt_ids: list[int] = []
+        if run.conversation is not None:
+            prompt_ids = list(run.conversation.prompt_ids(messages))
+            first_prompt = run.conversation.segments[0].prompt_ids
+            if self.max_prompt_tokens is not None and len(first_prompt) > self.max_prompt_tokens:
+                raise EpisodeEnded(TerminationReason.PROMPT_TOO_LONG)
+        budget = self._response_budget_left(run)
+        if budget == 0:
+            raise EpisodeEnded(TerminationReason.RESPONSE_TOO_LONG)
+        if budget is not None and budget < sampling.max_tokens:
+            sampling = dataclasses.replace(sampling, max_tokens=budget)
+        started = time.perf_counter()
+        try:
+            if run.conversation is not None:
+                output = await self.engine.generate(
+                    prompt_ids=prompt_ids, sampling=sampling, tools=run.agent.tools
+                )
+            else:
+                output = await self.engine.generate(
+                    messages, sampling=sampling, tools=run.agent.tools
+                )
+        except Exception as exc:
+            raise _ModelFailure(f"{type(exc).__name__}: {exc}") from exc
+        llm_time = time.perf_counter() - started
+        completion_ids = list(output.completion_ids)
+        if run.conversation is not None:
+            if not completion_ids:  # an engine that returns text only: tokenise it ourselves
+                completion_ids = encode(self.tokenizer, output.text)
+            run.conversation.add_completion(completion_ids, list(output.logprobs) or None)
+        run.prompt_tokens += len(prompt_ids) or output.prompt_length
+        # Text-only engines still report one logprob per generated token when asked.
+        run.completion_tokens += len(completion_ids) or len(output.logprobs)
+        return output, llm_time, prompt_ids
+
+    def _response_budget_left(self, run: _Run) -> int | None:
+        if self.max_response_tokens is None:
+            return None
+        used = (
+            run.conversation.response_length
+            if run.conversation is not None
+            else run.completion_tokens
+        )
+        return max(self.max_response_tokens - used, 0)
+
+    def _build_episode(self, run: _Run, reason: TerminationReason, error: str | None) -> Episode:
+        trajectory = run.agent.trajectory
+        trajectory.task = run.task
+        conversation = run.conversation
+        if conversation is not None and conversation.segments:
+            trajectory.info["prefix_consistent"] = conversation.prefix_consistent
+            trajectory.info["token_segments"] = len(conversation.segments)
+            if conversation.prefix_consistent:
+                segment = conversation.segments[0]
+                trajectory.prompt_ids = list(segment.prompt_ids)
+                trajectory.response_ids = list(segment.response_ids)
+                trajectory.response_mask = list(segment.response_mask)
+                trajectory.response_logprobs = list(segment.response_logprobs)
+        steps = trajectory.steps
+        task_key = _task_key(run)
+        return Episode(
+            id=f"{task_key}:{run.index}",
+            task=run.task if run.task is not None else {"seed": run.seed},
+            termination_reason=reason,
+            trajectories=[trajectory],
+            is_correct=run.last_info.get("is_correct"),
+            failure=run.last_info.get("failure"),
+            error=error,
+            metrics={
+                "turns": float(len(steps)),
+                "llm_time": sum(step.llm_time for step in steps),
+                "env_time": sum(step.env_time for step in steps),
+                "prompt_tokens": float(run.prompt_tokens),
+                "completion_tokens": float(run.completion_tokens),
+            },
+            info={"task_key": task_key, "seed": run.seed},
+        )
+
+
+def env_ending(info: dict[str, Any], terminated: bool, truncated: bool) -> TerminationReason | None:
+    """How a step's result ends the episode, if it does (an env failure outranks the rest)."""
+    if info.get("failure"):
+        return TerminationReason.ENV_FAILURE
+    if terminated:
+        return TerminationReason.ENV_DONE
+    if truncated:
+        return TerminationReason.ENV_TRUNCATED
+    return None
+
+
+def _task_key(run: _Run) -> str:
+    """What groups samples of the same task (for pass@k): task id, else seed, else position."""
+    task_id = run.last_info.get("task_id")
+    if task_id is not None:
+        return str(task_id)
+    if run.task is None and run.seed is not None:
+        return f"seed-{run.seed}"
+    return str(run.index)
+
+
+class _ModelFailure(Exception):
+    """The rollout engine raised (after its own retries); the env is fine and is kept."""
+
+
+def _response_text(output: ModelOutput) -> str:
+    """The model's reply, with structured tool calls written as ``<tool_call>`` blocks."""
+    text = output.text or ""
+    if output.tool_calls and not parse_tool_calls(text):
+        calls = tool_calls_to_text(parse_openai_tool_calls(output.tool_calls))
+        text = f"{text}\n{calls}" if text else calls
+    return text
+
+
+def _record_turn(step: Step, output: ModelOutput, prompt_ids: list[int], llm_time: float) -> None:
+    step.prompt_ids = prompt_ids or list(output.prompt_ids)
+    step.response_ids = list(output.completion_ids)
+    step.logprobs = list(output.logprobs)
+    step.finish_reason = output.finish_reason
+    step.llm_time = llm_time
+
+
+def episodes_to_jsonl(episodes: Iterable[Episode], path: str | Path) -> None:
+    """Write episodes one JSON object a line."""
+    with Path(path).open("w", encoding="utf-8") as sink:
+        for episode in episodes:
+            sink.write(json.dumps(episode.to_dict(), ensure_ascii=False) + "\n")

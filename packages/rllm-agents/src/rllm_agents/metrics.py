@@ -1,0 +1,86 @@
+"""Evaluation metrics: unbiased pass@k, and summaries of a list of episodes."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from rllm_agents.types import Episode
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from `n` samples of which `c` are correct (Chen et al., 2021).
+
+    The chance that at least one of `k` samples drawn without replacement from the `n` is
+    correct: ``1 - C(n - c, k) / C(n, k)``, computed as a product to stay exact for large n.
+    """
+    if not 0 <= c <= n:
+        raise ValueError(f"need 0 <= c <= n, got n={n}, c={c}")
+    if not 1 <= k <= n:
+        raise ValueError(f"need 1 <= k <= n, got k={k}, n={n}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))
+
+
+def episode_correct(episode: Episode) -> bool:
+    """Correctness: the env's ``is_correct`` when it reports one, else a positive reward."""
+    if episode.is_correct is not None:
+        return bool(episode.is_correct)
+    return episode.reward > 0
+
+
+def group_key(episode: Episode) -> str:
+    """Episodes of the same task share a key (``info["task_key"]``, set by the engines)."""
+    return str(episode.info.get("task_key", episode.id))
+
+
+def pass_at_k_by_task(episodes: Iterable[Episode], k: int) -> float:
+    """Mean over tasks of unbiased pass@k; tasks with fewer than k samples are skipped."""
+    groups: dict[str, list[bool]] = defaultdict(list)
+    for episode in episodes:
+        groups[group_key(episode)].append(episode_correct(episode))
+    scores = [pass_at_k(len(g), sum(g), k) for g in groups.values() if len(g) >= k]
+    return sum(scores) / len(scores) if scores else 0.0
+
+
+def pass_ks(n: int) -> list[int]:
+    """The k values worth reporting for n samples per task: 1, 2, 4, ... and n."""
+    ks = [1]
+    while ks[-1] * 2 < n:
+        ks.append(ks[-1] * 2)
+    if n > 1:
+        ks.append(n)
+    return ks
+
+
+def summarize_episodes(episodes: list[Episode], samples_per_task: int = 1) -> dict[str, Any]:
+    """Reward, pass@k, termination reasons, token counts and timings of a run."""
+    count = len(episodes)
+    totals = Counter()
+    for episode in episodes:
+        totals.update({key: value for key, value in episode.metrics.items() if key in _SUMMED})
+    reasons = Counter(
+        episode.termination_reason.value if episode.termination_reason else "unknown"
+        for episode in episodes
+    )
+    summary: dict[str, Any] = {
+        "episodes": count,
+        "tasks": len({group_key(episode) for episode in episodes}),
+        "samples_per_task": samples_per_task,
+        "mean_reward": sum(episode.reward for episode in episodes) / count if count else 0.0,
+        "accuracy": sum(map(episode_correct, episodes)) / count if count else 0.0,
+        "termination_reasons": dict(sorted(reasons.items())),
+        "env_failures": sum(1 for episode in episodes if episode.failure),
+        "errors": reasons.get("error", 0) + reasons.get("timeout", 0),
+    }
+    for k in pass_ks(samples_per_task):
+        summary[f"pass@{k}"] = pass_at_k_by_task(episodes, k)
+    summary.update({key: float(totals[key]) for key in _SUMMED})
+    return summary
+
+
+# Per-episode metrics that add up over a run.
+_SUMMED = ("llm_time", "env_time", "prompt_tokens", "completion_tokens", "turns")

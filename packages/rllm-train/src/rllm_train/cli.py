@@ -1,0 +1,155 @@
+"""``rllm-train``: train a language agent with RL on any Gymnasium-registered env.
+
+With no arguments it runs the embedded default: SmolLM2-135M-Instruct learning single-digit
+addition on the CPU, with GRPO (see docs/training/native.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from rllm_train.config import ALGORITHMS, BACKENDS, ConfigError, TrainConfig, build_config
+
+EPILOG = """\
+overrides:
+  Any config key as section.key=value, applied after --config and the flags, e.g.
+    rllm-train rollout.n=8 trainer.lr=1e-5 env.kwargs.max_operand=20
+  Sections and their keys (defaults: the embedded default run):
+{keys}
+
+examples:
+  rllm-train                                       # the embedded default on the CPU
+  rllm-train --env rllm/FrozenLake-v0 --model tiny --steps 5 rollout.max_turns=4
+  rllm-train --env my_pkg.envs:my/Env-v0           # imports my_pkg.envs, which registers it
+  rllm-train --env rllm/GymText-v0 env.kwargs.env_id=CartPole-v1
+  rllm-train --output runs/a --resume              # continue a stopped or killed run
+"""
+
+# Command-line flag -> the config key it sets.
+FLAG_KEYS: dict[str, str] = {
+    "env": "env.id",
+    "model": "model.name",
+    "algorithm": "algorithm.name",
+    "backend": "trainer.backend",
+    "steps": "trainer.steps",
+    "output": "trainer.output",
+    "device": "trainer.device",
+    "seed": "trainer.seed",
+}
+
+
+def _key_listing() -> str:
+    lines = []
+    for section, values in TrainConfig().to_dict().items():
+        keys = ", ".join(f"{key}={value!r}" for key, value in values.items())
+        lines.append(f"    {section}: {keys}")
+    return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rllm-train",
+        description=__doc__.split("\n\n")[0] + "\n\n" + __doc__.split("\n\n")[1],
+        epilog=EPILOG.format(keys=_key_listing()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--config", metavar="FILE", help="a YAML config (sections as below)")
+    parser.add_argument(
+        "--env",
+        metavar="ID",
+        help="Gymnasium env id; 'pkg.module:ns/Name-vN' imports pkg.module first",
+    )
+    parser.add_argument(
+        "--model",
+        metavar="NAME|PATH",
+        help="'smollm2' (default, shipped), 'tiny' (random, for tests) or a local HF model dir",
+    )
+    parser.add_argument("--algorithm", choices=ALGORITHMS, help="default grpo")
+    parser.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        help="native (CPU or one GPU, default) or verl (GPU clusters, needs rllm-train[verl])",
+    )
+    parser.add_argument("--steps", type=int, metavar="N", help="training steps")
+    parser.add_argument("--output", metavar="DIR", help="run directory (metrics, checkpoints)")
+    parser.add_argument("--device", metavar="DEV", help="auto, cpu or cuda[:N]")
+    parser.add_argument("--seed", type=int, help="run seed (task order and sampling)")
+    parser.add_argument("--resume", action="store_true", help="continue from DIR's last checkpoint")
+    parser.add_argument(
+        "--no-progress", action="store_true", help="no progress bar (e.g. in CI logs)"
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="check and print the config, then stop"
+    )
+    parser.add_argument("overrides", nargs="*", metavar="section.key=value")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    overrides = [
+        f"{key}={getattr(args, flag)}"
+        for flag, key in FLAG_KEYS.items()
+        if getattr(args, flag) is not None
+    ]
+    if args.resume:
+        overrides.append("trainer.resume=true")
+    if args.no_progress:
+        overrides.append("trainer.progress=false")
+    return build_config(args.config, overrides + list(args.overrides))
+
+
+def _run_native(config: TrainConfig) -> None:
+    from rllm_train.native.trainer import NativeTrainer
+
+    rows = NativeTrainer(config).train()
+    if rows:
+        first, last = rows[0], rows[-1]
+        print(
+            f"rllm-train: {len(rows)} steps; reward {first['reward_mean']:.3f} (step "
+            f"{first['step']}) -> {last['reward_mean']:.3f} (step {last['step']}); "
+            f"metrics in {config.trainer.output}/metrics.jsonl"
+        )
+
+
+def _run_verl(config: TrainConfig) -> None:
+    try:
+        from rllm_train import verl as verl_backend
+    except ImportError as error:
+        raise SystemExit(
+            f"rllm-train: --backend verl needs the verl backend: pip install 'rllm-train[verl]' "
+            f"({error})"
+        ) from error
+    verl_backend.run(config)
+
+
+BACKEND_RUNNERS = {"native": _run_native, "verl": _run_verl}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        config = config_from_args(args)
+        if config.trainer.backend == "native":
+            from rllm_train.envs import check_env_id
+
+            check_env_id(config.env.id)
+    except ConfigError as error:
+        print(f"rllm-train: bad config: {error}", file=sys.stderr)
+        return 2
+    if args.dry_run:
+        import yaml
+
+        print(yaml.safe_dump(config.to_dict(), sort_keys=False), end="")
+        return 0
+    try:
+        BACKEND_RUNNERS[config.trainer.backend](config)
+    except ConfigError as error:
+        print(f"rllm-train: bad config: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,292 @@
+"""The whole training config: dataclasses, YAML files and dotted command-line overrides.
+
+A config is built in three layers, later ones winning: the defaults below (the embedded
+default run), an optional YAML file, then ``section.key=value`` overrides such as
+``trainer.lr=1e-5`` or ``env.kwargs.max_turns=4``. Every key is checked against the dataclasses
+and every value against the field's type *before* anything slow starts, and an error names the
+bad key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rllm_train.verl.from_config import VerlOptions
+
+ALGORITHMS = ("grpo", "rloo", "reinforce_plus_plus", "ppo")
+BACKENDS = ("native", "verl")
+SEQUENCE_MODES = ("trajectory", "step")
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+ROLLOUT_ENGINES = ("lockstep", "execution")
+
+
+class ConfigError(ValueError):
+    """A bad key or value in the training config (the message names it)."""
+
+
+@dataclass
+class ModelConfig:
+    name: str = "smollm2"  # "smollm2", "tiny" or a local Hugging Face model directory
+    dtype: str = "auto"  # auto = bfloat16 on CUDA, float32 on CPU
+    lora_rank: int = 0  # > 0 trains LoRA adapters (peft) instead of all weights
+    lora_alpha: int = 32
+    lora_target_modules: list[str] = field(default_factory=lambda: ["q_proj", "v_proj"])
+    gradient_checkpointing: bool = False
+
+
+@dataclass
+class EnvConfig:
+    # Any Gymnasium id; "pkg.module:ns/Name-vN" imports the registering module first.
+    id: str = "rllm_train.default_task:rllm_train/Arithmetic-v0"
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    agent: str = ""  # "module:Class" of a BaseAgent; empty = the agent registered for the env
+    system_prompt: str = ""  # given to the agent as its system prompt; empty = its own
+
+
+@dataclass
+class RolloutConfig:
+    # lockstep: all episodes of a step advance turn by turn in one batch (bit-for-bit resumable);
+    # execution: rllm-agents' AgentExecutionEngine over a LocalEngine serving the trained model.
+    engine: str = "lockstep"
+    tasks_per_step: int = 4
+    n: int = 4  # rollouts per task (the group GRPO/RLOO compare within)
+    max_turns: int = 1
+    max_response_tokens: int = 12  # per turn
+    max_prompt_tokens: int = 1024  # the whole conversation; longer episodes stop
+    temperature: float = 1.0
+    top_p: float = 1.0
+    val_temperature: float = 0.0  # 0 = greedy
+
+
+@dataclass
+class AlgorithmConfig:
+    name: str = "grpo"
+    sequence_mode: str = "trajectory"  # one sequence per episode, or one per agent step
+    gamma: float = 1.0
+    lam: float = 1.0
+    norm_adv_by_std_in_grpo: bool = True
+    policy_loss: str = "vanilla"  # a verl policy loss name
+    clip_ratio: float = 0.2
+    loss_agg_mode: str = "token-mean"
+    kl_coef: float = 0.0  # > 0 adds a KL penalty to a frozen reference model
+    kl_penalty: str = "low_var_kl"
+    value_coef: float = 0.5  # PPO's value loss weight
+    cliprange_value: float = 0.5
+
+
+@dataclass
+class TrainerConfig:
+    backend: str = "native"
+    steps: int = 16
+    lr: float = 2e-5
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    micro_batch_size: int = 8  # sequences per forward/backward; gradients accumulate
+    ppo_epochs: int = 1
+    seed: int = 0
+    device: str = "auto"  # auto = cuda when available
+    output: str = "runs/rllm-train"
+    save_every: int = 10  # 0 = only at the end
+    keep_checkpoints: int = 2
+    val_every: int = 0  # 0 = no validation
+    val_tasks: int = 16
+    resume: bool = False
+    tensorboard: bool = True
+    progress: bool = True
+
+
+@dataclass
+class TrainConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    env: EnvConfig = field(default_factory=EnvConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    verl: VerlOptions = field(default_factory=VerlOptions)  # used by the verl backend only
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# Values that must come from a fixed set: dotted key -> allowed values.
+CHOICES: dict[str, tuple[str, ...]] = {
+    "algorithm.name": ALGORITHMS,
+    "algorithm.sequence_mode": SEQUENCE_MODES,
+    "trainer.backend": BACKENDS,
+    "model.dtype": DTYPES,
+    "rollout.engine": ROLLOUT_ENGINES,
+}
+
+# Numbers that must be positive (> 0) or non-negative (>= 0).
+POSITIVE = (
+    "rollout.tasks_per_step",
+    "rollout.n",
+    "rollout.max_turns",
+    "rollout.max_response_tokens",
+    "rollout.max_prompt_tokens",
+    "trainer.steps",
+    "trainer.lr",
+    "trainer.micro_batch_size",
+    "trainer.ppo_epochs",
+    "trainer.keep_checkpoints",
+)
+NON_NEGATIVE = (
+    "rollout.temperature",
+    "rollout.val_temperature",
+    "algorithm.kl_coef",
+    "model.lora_rank",
+    "trainer.save_every",
+    "trainer.val_every",
+    "trainer.val_tasks",
+    "trainer.max_grad_norm",
+)
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+
+def _coerce(key: str, value: Any, annotation: Any) -> Any:
+    """`value` as the field's type, or a ConfigError naming `key`."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        options = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return None if value is None else _coerce(key, value, options[0])
+    if origin is dict or annotation is dict:
+        if isinstance(value, str):
+            value = yaml.safe_load(value) if value.strip() else {}
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key}: expected a mapping, got {value!r}")
+        return dict(value)
+    if origin is list:
+        if isinstance(value, str):
+            value = [part.strip() for part in value.split(",") if part.strip()]
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{key}: expected a list, got {value!r}")
+        return list(value)
+    if annotation is bool:
+        if isinstance(value, bool):
+            return value
+        words = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
+        if str(value).lower() in words:
+            return words[str(value).lower()]
+        raise ConfigError(f"{key}: expected true or false, got {value!r}")
+    if annotation in (int, float):
+        if isinstance(value, bool):
+            raise ConfigError(f"{key}: expected a number, got {value!r}")
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{key}: expected a number, got {value!r}") from None
+        if annotation is int:
+            if not number.is_integer():
+                raise ConfigError(f"{key}: expected an integer, got {value!r}")
+            return int(number)
+        return number
+    if annotation is str:
+        if isinstance(value, (dict, list)):
+            raise ConfigError(f"{key}: expected text, got {value!r}")
+        return str(value)
+    return value
+
+
+def _set(config: TrainConfig, dotted: str, value: Any) -> None:
+    section_name, _, key = dotted.partition(".")
+    sections = _field_types(TrainConfig)
+    if section_name not in sections:
+        raise ConfigError(
+            f"unknown config key {dotted!r}: no section {section_name!r} "
+            f"(sections: {', '.join(sections)})"
+        )
+    section = getattr(config, section_name)
+    fields = _field_types(type(section))
+    name, _, rest = key.partition(".")
+    if name not in fields:
+        raise ConfigError(f"unknown config key {dotted!r}; {section_name} has: {', '.join(fields)}")
+    if rest:  # a key inside a mapping field, e.g. env.kwargs.max_turns=4
+        if typing.get_origin(fields[name]) is not dict:
+            raise ConfigError(
+                f"unknown config key {dotted!r}: {section_name}.{name} is not a mapping"
+            )
+        getattr(section, name)[rest] = yaml.safe_load(value) if isinstance(value, str) else value
+        return
+    setattr(section, name, _coerce(dotted, value, fields[name]))
+
+
+def _flatten(data: dict[str, Any], where: str) -> list[tuple[str, Any]]:
+    pairs = []
+    for section, values in data.items():
+        if not isinstance(values, dict):
+            raise ConfigError(f"{where}: {section!r} must be a section (a mapping of keys)")
+        pairs.extend((f"{section}.{key}", value) for key, value in values.items())
+    return pairs
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """``"trainer.lr=1e-5"`` -> ("trainer.lr", 1e-5) (the value read as YAML)."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"override {text!r} is not of the form section.key=value")
+    return key.strip(), yaml.safe_load(raw) if raw.strip() else ""
+
+
+def build_config(
+    yaml_path: str | Path | None = None, overrides: list[str] | dict[str, Any] | None = None
+) -> TrainConfig:
+    """Defaults, then the YAML file, then the overrides; validated."""
+    config = TrainConfig()
+    if yaml_path is not None:
+        path = Path(yaml_path)
+        if not path.is_file():
+            raise ConfigError(f"config file not found: {path}")
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: expected a mapping of sections at the top level")
+        for key, value in _flatten(data, str(path)):
+            _set(config, key, value)
+    if isinstance(overrides, dict):
+        pairs = list(overrides.items())
+    else:
+        pairs = [parse_override(text) for text in overrides or []]
+    for key, value in pairs:
+        _set(config, key, value)
+    validate(config)
+    return config
+
+
+def get_value(config: TrainConfig, dotted: str) -> Any:
+    section, _, key = dotted.partition(".")
+    return getattr(getattr(config, section), key)
+
+
+def validate(config: TrainConfig) -> None:
+    for key, allowed in CHOICES.items():
+        if get_value(config, key) not in allowed:
+            raise ConfigError(
+                f"{key}: {get_value(config, key)!r} is not one of {', '.join(allowed)}"
+            )
+    for key in POSITIVE:
+        if not get_value(config, key) > 0:
+            raise ConfigError(f"{key}: must be greater than 0, got {get_value(config, key)!r}")
+    for key in NON_NEGATIVE:
+        if get_value(config, key) < 0:
+            raise ConfigError(f"{key}: must be 0 or more, got {get_value(config, key)!r}")
+    if not config.env.id.strip():
+        raise ConfigError("env.id: must name a Gymnasium environment id")
+    if config.algorithm.name in ("grpo", "rloo") and config.rollout.n < 2:
+        raise ConfigError(
+            f"rollout.n: {config.algorithm.name} compares rollouts within a group, so it needs "
+            f"at least 2 per task, got {config.rollout.n}"
+        )
+
+
+def save_config(config: TrainConfig, path: Path) -> None:
+    path.write_text(yaml.safe_dump(config.to_dict(), sort_keys=False), encoding="utf-8")

@@ -1,0 +1,114 @@
+"""Atomic checkpoints: a run killed at any moment (even ``kill -9``) resumes from the last one.
+
+A checkpoint is a directory ``checkpoints/step_<N>`` written under a temporary name and renamed
+into place, then ``checkpoints/latest`` (a one-line file, itself replaced atomically) points to
+it. It holds the trainable weights, the optimizer, every RNG state and the step counter (which
+also fixes the data order: each step's task seeds derive from the step number).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+LATEST = "latest"
+
+
+@dataclass
+class TrainState:
+    step: int  # steps completed
+    model: dict[str, torch.Tensor]
+    optimizer: dict[str, Any]
+    value_head: dict[str, torch.Tensor] | None
+    rng: dict[str, Any]
+
+
+def rng_states() -> dict[str, Any]:
+    states: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def restore_rng(states: dict[str, Any]) -> None:
+    random.setstate(states["python"])
+    np.random.set_state(states["numpy"])
+    torch.set_rng_state(states["torch"])
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+
+
+def trainable_state(model) -> dict[str, torch.Tensor]:
+    """Only what training changes (LoRA adapters alone when LoRA is on)."""
+    names = {name for name, parameter in model.named_parameters() if parameter.requires_grad}
+    return {
+        name: tensor.detach().cpu() for name, tensor in model.state_dict().items() if name in names
+    }
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    temporary.write_text(text, encoding="utf-8")
+    with temporary.open("rb") as handle:
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+
+
+def save(directory: Path, state: TrainState, keep: int) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    final = directory / f"step_{state.step}"
+    staging = directory / f".step_{state.step}.tmp-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    payload = {
+        "step": state.step,
+        "model": state.model,
+        "optimizer": state.optimizer,
+        "value_head": state.value_head,
+        "rng": state.rng,
+    }
+    torch.save(payload, staging / "state.pt")
+    with (staging / "state.pt").open("rb") as handle:
+        os.fsync(handle.fileno())
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(staging, final)
+    _write_atomic(directory / LATEST, final.name + "\n")
+    _prune(directory, keep)
+    return final
+
+
+def _prune(directory: Path, keep: int) -> None:
+    finished = sorted(
+        (path for path in directory.glob("step_*") if path.is_dir()),
+        key=lambda path: int(path.name.removeprefix("step_")),
+    )
+    for old in finished[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    for leftover in directory.glob(".step_*.tmp-*"):  # from a run killed while saving
+        shutil.rmtree(leftover, ignore_errors=True)
+
+
+def load_latest(directory: Path) -> TrainState | None:
+    pointer = directory / LATEST
+    if not pointer.is_file():
+        return None
+    path = directory / pointer.read_text(encoding="utf-8").strip() / "state.pt"
+    payload = torch.load(path, map_location="cpu", weights_only=False)
+    return TrainState(
+        step=int(payload["step"]),
+        model=payload["model"],
+        optimizer=payload["optimizer"],
+        value_head=payload["value_head"],
+        rng=payload["rng"],
+    )

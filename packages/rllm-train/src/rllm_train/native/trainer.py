@@ -1,0 +1,415 @@
+"""The native training loop: rollouts -> advantages -> clipped policy update, step after step.
+
+Each step draws ``tasks_per_step`` task seeds (a pure function of the run seed and the step
+number, so a resumed run sees exactly the data the uninterrupted one would), plays ``n``
+episodes per task with the current weights (the rollouts sample from the very model being
+trained, so they always use the latest update), turns them into training sequences, computes
+advantages with verl's estimator and updates with verl's policy loss, accumulating gradients
+over micro-batches.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from rllm_agents.agents.base import BaseAgent
+from rllm_agents.types import Episode
+
+from rllm_train import algorithms
+from rllm_train.config import ConfigError, TrainConfig, save_config
+from rllm_train.envs import make_env_factory
+from rllm_train.native import checkpoint, reporting
+from rllm_train.native.agent import agent_class_for, default_agent_args
+from rllm_train.native.batch import (
+    TensorBatch,
+    episodes_to_sequences,
+    to_tensors,
+)
+from rllm_train.native.engine_rollout import run_engine_rollouts
+from rllm_train.native.models import ValueHead, frozen_copy, hidden_size, load_policy, pick_device
+from rllm_train.native.rollout import RolloutSettings, RolloutTimings, run_rollouts
+
+VALIDATION_STREAM = 1_000_003  # seeds validation tasks apart from training ones
+
+
+def step_task_seeds(run_seed: int, step: int, count: int) -> list[int]:
+    """The task seeds of training step `step` (0-based): fixed by the run seed and the step."""
+    generator = np.random.default_rng([run_seed, step])
+    return [int(seed) for seed in generator.integers(0, 2**31 - 1, size=count)]
+
+
+def validation_seeds(run_seed: int, count: int) -> list[int]:
+    return step_task_seeds(run_seed, VALIDATION_STREAM, count)
+
+
+def algorithm_settings(config: TrainConfig) -> algorithms.AlgorithmSettings:
+    algo = config.algorithm
+    return algorithms.AlgorithmSettings(
+        name=algo.name,
+        gamma=algo.gamma,
+        lam=algo.lam,
+        norm_adv_by_std_in_grpo=algo.norm_adv_by_std_in_grpo,
+        clip_ratio=algo.clip_ratio,
+        policy_loss=algo.policy_loss,
+        loss_agg_mode=algo.loss_agg_mode,
+        kl_penalty=algo.kl_penalty,
+        cliprange_value=algo.cliprange_value,
+    )
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+class NativeTrainer:
+    """Trains `config.model` on `config.env` on a CPU or one CUDA GPU (see the module doc)."""
+
+    def __init__(
+        self,
+        config: TrainConfig,
+        *,
+        agent_class: type[BaseAgent] | None = None,
+        agent_args: dict[str, Any] | None = None,
+        env_factory: Callable[[], gym.Env] | None = None,
+    ) -> None:
+        self.config = config
+        self.output = Path(config.trainer.output)
+        # Cheap checks first: a bad env id or output dir fails before any model loads.
+        self.env_factory = env_factory or make_env_factory(config.env.id, config.env.kwargs)
+        self.agent_factory = self._agent_factory(agent_class, agent_args or {})
+        latest = self.output / "checkpoints" / checkpoint.LATEST
+        if latest.exists() and not config.trainer.resume:
+            raise ConfigError(
+                f"trainer.output: {self.output} already holds a run; pass --resume to continue "
+                "it or choose another --output"
+            )
+        self.settings = algorithm_settings(config)
+        self.device = pick_device(config.trainer.device)
+        _seed_everything(config.trainer.seed)
+        self.model, self.tokenizer, compute_dtype = load_policy(config.model, self.device)
+        # bf16 (or fp16) runs as autocast on a GPU; the weights and optimizer stay float32.
+        self.autocast_dtype = (
+            compute_dtype if self.device.type == "cuda" and compute_dtype != torch.float32 else None
+        )
+        self.pad_id = (
+            self.tokenizer.pad_token_id
+            if self.tokenizer.pad_token_id is not None
+            else self.tokenizer.eos_token_id
+        )
+        self.value_head = (
+            ValueHead(hidden_size(self.model)).to(self.device)
+            if config.algorithm.name == "ppo"
+            else None
+        )
+        self.reference = None
+        if config.algorithm.kl_coef > 0 and config.model.lora_rank == 0:
+            self.reference = frozen_copy(self.model)
+        parameters = [p for p in self.model.parameters() if p.requires_grad]
+        if self.value_head is not None:
+            parameters += list(self.value_head.parameters())
+        self.optimizer = torch.optim.AdamW(
+            parameters, lr=config.trainer.lr, weight_decay=config.trainer.weight_decay
+        )
+        self.completed_steps = 0
+        self.last_episodes: list[Episode] = []
+
+    # -- set-up ----------------------------------------------------------------------------
+    def _agent_factory(
+        self, agent_class: type[BaseAgent] | None, agent_args: dict[str, Any]
+    ) -> Callable[[], BaseAgent]:
+        chosen = agent_class or agent_class_for(self.config.env.id, self.config.env.agent)
+        arguments = {**default_agent_args(self.config.env.id), **agent_args}
+        if self.config.env.system_prompt:
+            arguments.setdefault("system_prompt", self.config.env.system_prompt)
+        return lambda: chosen(**arguments)
+
+    def _rollout_settings(self, temperature: float) -> RolloutSettings:
+        rollout = self.config.rollout
+        return RolloutSettings(
+            max_turns=rollout.max_turns,
+            max_response_tokens=rollout.max_response_tokens,
+            max_prompt_tokens=rollout.max_prompt_tokens,
+            temperature=temperature,
+            top_p=rollout.top_p,
+        )
+
+    def _autocast(self):
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.autocast_dtype)
+
+    # -- rollouts --------------------------------------------------------------------------
+    def collect(
+        self, seeds: list[int], temperature: float, timings: RolloutTimings, engine_seed: int = 0
+    ) -> list[Episode]:
+        self.model.eval()
+        settings = self._rollout_settings(temperature)
+        with self._autocast():
+            if self.config.rollout.engine == "execution":
+                return run_engine_rollouts(
+                    self.model,
+                    self.tokenizer,
+                    self.env_factory,
+                    self.agent_factory,
+                    seeds,
+                    settings,
+                    timings,
+                    engine_seed,
+                )
+            return run_rollouts(
+                self.model,
+                self.tokenizer,
+                self.env_factory,
+                self.agent_factory,
+                seeds,
+                settings,
+                timings,
+            )
+
+    # -- the update ------------------------------------------------------------------------
+    def _forward(self, batch: TensorBatch, model=None, want_hidden: bool = False):
+        """(log-probs (batch, length), last hidden states or None) for `batch`.
+
+        Only the positions that predict a trained token are projected onto the vocabulary
+        (``logits_to_keep``): with long prompts and env turns that is most of the compute.
+        """
+        model = model or self.model
+        input_ids = batch.input_ids.to(self.device)
+        predicted = batch.loss_mask[:, 1:].any(dim=0).nonzero().squeeze(-1)  # token t = pos + 1
+        with self._autocast():
+            output = model(
+                input_ids=input_ids,
+                attention_mask=batch.attention_mask.to(self.device),
+                output_hidden_states=want_hidden,
+                use_cache=False,
+                logits_to_keep=predicted.to(self.device),
+            )
+        logits = output.logits.float()
+        targets = input_ids[:, predicted + 1]
+        picked = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, -1)
+        logprobs = torch.zeros(input_ids.shape, dtype=picked.dtype, device=self.device)
+        logprobs[:, predicted + 1] = picked
+        hidden = output.hidden_states[-1] if want_hidden else None
+        return logprobs, hidden
+
+    def _micro_batches(self, size: int) -> list[list[int]]:
+        step = self.config.trainer.micro_batch_size
+        return [list(range(start, min(start + step, size))) for start in range(0, size, step)]
+
+    @torch.no_grad()
+    def _old_policy(self, batch: TensorBatch, need_logprobs: bool):
+        """Values (PPO) and log-probs before the update, when the update needs them."""
+        old_logprobs = torch.zeros(batch.input_ids.shape) if need_logprobs else None
+        values = torch.zeros(batch.input_ids.shape) if self.value_head is not None else None
+        if old_logprobs is None and values is None:
+            return None, None  # one on-policy pass: the current log-probs are the old ones
+        for rows in self._micro_batches(len(batch)):
+            part = batch.rows(rows)
+            logprobs, hidden = self._forward(part, want_hidden=values is not None)
+            used = part.input_ids.shape[1]
+            if old_logprobs is not None:
+                old_logprobs[rows, :used] = logprobs.float().cpu()
+            if values is not None:
+                values[rows, :used] = self.value_head(hidden).float().cpu()
+        return old_logprobs, values
+
+    def update(self, batch: TensorBatch) -> dict[str, float]:
+        """One policy update on `batch` (ppo_epochs passes, gradients accumulated)."""
+        self.model.train()
+        epochs = self.config.trainer.ppo_epochs
+        old_logprobs, values = self._old_policy(batch, need_logprobs=epochs > 1)
+        advantages, returns = algorithms.compute_advantages(
+            self.settings, batch.rewards, batch.loss_mask, batch.groups, values
+        )
+        total_tokens = float(batch.loss_mask.sum().clamp(min=1))
+        sums = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "value_loss": 0.0, "grad_norm": 0.0}
+        forward_backward = 0.0
+        for _epoch in range(epochs):
+            self.optimizer.zero_grad(set_to_none=True)
+            for rows in self._micro_batches(len(batch)):
+                started = time.perf_counter()
+                part = batch.rows(rows)
+                used = part.input_ids.shape[1]
+                mask = part.loss_mask.to(self.device)
+                weight = float(part.loss_mask.sum()) / total_tokens
+                logprobs, hidden = self._forward(part, want_hidden=values is not None)
+                old = (
+                    old_logprobs[rows, :used].to(self.device)
+                    if old_logprobs is not None
+                    else logprobs.detach()
+                )
+                part_advantages = advantages[rows, :used].to(self.device)
+                pg_loss, _ = algorithms.policy_loss(
+                    self.settings, old, logprobs, part_advantages, mask
+                )
+                loss = pg_loss
+                sums["pg_loss"] += weight * pg_loss.item() / epochs
+                if self.config.algorithm.kl_coef > 0:
+                    kl = algorithms.kl_to_reference(
+                        self.settings, logprobs, self._reference_logprobs(part), mask
+                    )
+                    loss = loss + self.config.algorithm.kl_coef * kl
+                    sums["kl"] += weight * kl.item() / epochs
+                if values is not None:
+                    predicted = self.value_head(hidden)
+                    critic = algorithms.value_loss(
+                        self.settings,
+                        predicted,
+                        returns[rows, :used].to(self.device),
+                        values[rows, :used].to(self.device),
+                        mask,
+                    )
+                    loss = loss + self.config.algorithm.value_coef * critic
+                    sums["value_loss"] += weight * critic.item() / epochs
+                (loss * weight).backward()
+                sums["loss"] += weight * loss.item() / epochs
+                forward_backward += time.perf_counter() - started
+            parameters = [p for group in self.optimizer.param_groups for p in group["params"]]
+            grad_norm = torch.nn.utils.clip_grad_norm_(
+                parameters, self.config.trainer.max_grad_norm
+            )
+            sums["grad_norm"] += float(grad_norm) / epochs
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        sums["time/forward_backward_s"] = forward_backward
+        sums["advantage_abs_mean"] = float(
+            (advantages.abs() * batch.loss_mask).sum() / total_tokens
+        )
+        return sums
+
+    @torch.no_grad()
+    def _reference_logprobs(self, part: TensorBatch) -> torch.Tensor:
+        if self.reference is not None:
+            return self._forward(part, model=self.reference)[0]
+        with self.model.disable_adapter():  # LoRA: the base weights are the reference
+            return self._forward(part)[0]
+
+    # -- one step, validation, the loop ----------------------------------------------------
+    def train_step(self, step: int) -> dict[str, Any]:
+        started = time.perf_counter()
+        rollout = self.config.rollout
+        task_seeds = step_task_seeds(self.config.trainer.seed, step, rollout.tasks_per_step)
+        seeds = [seed for seed in task_seeds for _ in range(rollout.n)]
+        timings = RolloutTimings()
+        episodes = self.collect(seeds, rollout.temperature, timings, engine_seed=task_seeds[0])
+        self.last_episodes = episodes  # for inspection (benchmarks, debugging)
+        rollout_seconds = time.perf_counter() - started
+        sequences = episodes_to_sequences(
+            episodes, [str(seed) for seed in seeds], self.config.algorithm.sequence_mode
+        )
+        update_started = time.perf_counter()
+        losses = self.update(to_tensors(sequences, self.pad_id)) if sequences else {}
+        update_seconds = time.perf_counter() - update_started
+        rewards = [episode.reward for episode in episodes if episode.failure is None]
+        correct = [float(e.is_correct) for e in episodes if e.is_correct is not None]
+        model_tokens = [sum(e.trajectories[0].response_mask) for e in episodes if e.trajectories]
+        return {
+            "step": step + 1,
+            "reward_mean": float(np.mean(rewards)) if rewards else 0.0,
+            "reward_std": float(np.std(rewards)) if rewards else 0.0,
+            "accuracy": float(np.mean(correct)) if correct else None,
+            "episodes": len(episodes),
+            "failures": sum(e.failure is not None for e in episodes),
+            "sequences": len(sequences),
+            "response_tokens_mean": float(np.mean(model_tokens)) if model_tokens else 0.0,
+            "task_ids": sorted({str(e.info.get("task_key")) for e in episodes}),
+            **losses,
+            "time/rollout_s": rollout_seconds,
+            "time/generate_s": timings.generate_seconds,
+            "time/env_s": timings.env_seconds,
+            "time/update_s": update_seconds,
+            "time/step_s": time.perf_counter() - started,
+        }
+
+    def validate(self) -> dict[str, float]:
+        started = time.perf_counter()
+        seeds = validation_seeds(self.config.trainer.seed, self.config.trainer.val_tasks)
+        episodes = self.collect(seeds, self.config.rollout.val_temperature, RolloutTimings())
+        rewards = [episode.reward for episode in episodes if episode.failure is None]
+        return {
+            "val/reward_mean": float(np.mean(rewards)) if rewards else 0.0,
+            "time/validation_s": time.perf_counter() - started,
+        }
+
+    def _resume(self) -> None:
+        state = checkpoint.load_latest(self.output / "checkpoints")
+        if state is None:
+            return
+        missing = set(checkpoint.trainable_state(self.model)) - set(state.model)
+        if missing:
+            raise RuntimeError(f"checkpoint lacks {len(missing)} trained tensors (another model?)")
+        self.model.load_state_dict(state.model, strict=False)
+        self.optimizer.load_state_dict(state.optimizer)
+        if self.value_head is not None and state.value_head is not None:
+            self.value_head.load_state_dict(state.value_head)
+        checkpoint.restore_rng(state.rng)
+        self.completed_steps = state.step
+
+    def save_checkpoint(self) -> Path:
+        state = checkpoint.TrainState(
+            step=self.completed_steps,
+            model=checkpoint.trainable_state(self.model),
+            optimizer=self.optimizer.state_dict(),
+            value_head=self.value_head.state_dict() if self.value_head is not None else None,
+            rng=checkpoint.rng_states(),
+        )
+        return checkpoint.save(
+            self.output / "checkpoints", state, self.config.trainer.keep_checkpoints
+        )
+
+    def train(self) -> list[dict[str, Any]]:
+        """Run to `trainer.steps` (from the last checkpoint with resume); the metric rows."""
+        trainer = self.config.trainer
+        self.output.mkdir(parents=True, exist_ok=True)
+        if trainer.resume:
+            self._resume()
+        save_config(self.config, self.output / "config.yaml")
+        log = reporting.MetricsLog(self.output, trainer.tensorboard, self.completed_steps)
+        progress, bar = reporting.progress_bar(
+            trainer.steps, self.completed_steps, trainer.progress
+        )
+        rows: list[dict[str, Any]] = []
+        try:
+            with progress:
+                while self.completed_steps < trainer.steps:
+                    row = self.train_step(self.completed_steps)
+                    self.completed_steps += 1
+                    if trainer.val_every and self.completed_steps % trainer.val_every == 0:
+                        row.update(self.validate())
+                    if trainer.save_every and self.completed_steps % trainer.save_every == 0:
+                        started = time.perf_counter()
+                        self.save_checkpoint()
+                        row["time/checkpoint_s"] = time.perf_counter() - started
+                    log.write(row)
+                    rows.append(row)
+                    progress.update(
+                        bar,
+                        completed=self.completed_steps,
+                        status=f"reward {row['reward_mean']:.2f}  loss {row.get('loss', 0.0):.3f}",
+                    )
+            if not trainer.save_every or self.completed_steps % trainer.save_every:
+                self.save_checkpoint()
+        finally:
+            log.close()
+            reporting.plot_reward_curve(
+                self.output / reporting.METRICS_FILE,
+                self.output / reporting.CURVE_FILE,
+                title=f"{self.config.model.name} on {self.config.env.id} ({self.config.algorithm.name})",
+            )
+        (self.output / "summary.json").write_text(
+            json.dumps({"steps": self.completed_steps, "config": asdict(self.config)}, indent=1),
+            encoding="utf-8",
+        )
+        return rows

@@ -1,0 +1,47 @@
+"""The verl backend of ``rllm-train``: our agent + env loop inside verl's trainer, on Ray.
+
+* :mod:`~rllm_train.verl.spec` - the run's settings and the checks that reject what verl cannot run;
+* :mod:`~rllm_train.verl.from_config` - an ``rllm-train`` config as those settings (+ its ``verl`` section);
+* :mod:`~rllm_train.verl.compose` - verl's own trainer config composed from them and validated by verl;
+* :mod:`~rllm_train.verl.data` - tasks as verl data rows carrying the whole task;
+* :mod:`~rllm_train.verl.agent_loop` - ``RllmAgentLoop``, registered with verl as ``rllm_agent``;
+* :mod:`~rllm_train.verl.engine_server` - an rllm engine behind verl's server-manager call (CPU runs);
+* :mod:`~rllm_train.verl.launch` - ``dry_run`` and ``run``.
+
+verl is imported only inside these functions, so ``import rllm_train.verl`` is cheap and a
+missing verl gives :class:`~rllm_train.verl.versions.VerlUnavailableError` when used.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Only the dependency-free options here: rllm_train.config embeds VerlOptions, and the other
+# modules import rllm_train.config (their errors are ConfigErrors), so importing them here
+# would be an import cycle.
+from rllm_train.verl.options import VerlOptions
+
+
+def as_spec(config: Any):
+    """A :class:`~rllm_train.verl.spec.VerlRunSpec` as it is, or a ``TrainConfig`` translated."""
+    from rllm_train.verl.from_config import spec_from_config
+    from rllm_train.verl.spec import VerlRunSpec
+
+    return config if isinstance(config, VerlRunSpec) else spec_from_config(config)
+
+
+def dry_run(config: Any) -> str:
+    """The composed verl config and data layout (no GPU, no Ray); `config` as in :func:`run`."""
+    from rllm_train.verl.launch import dry_run as _dry_run
+
+    return _dry_run(as_spec(config))
+
+
+def run(config: Any) -> None:
+    """Train with verl's trainer on Ray; `config` is a ``TrainConfig`` or a :class:`VerlRunSpec`."""
+    from rllm_train.verl.launch import run as _run
+
+    _run(as_spec(config))
+
+
+__all__ = ["VerlOptions", "as_spec", "dry_run", "run"]

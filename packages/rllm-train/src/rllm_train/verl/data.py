@@ -1,0 +1,142 @@
+"""Tasks as verl data rows: each row carries the whole task, so the env can rebuild the episode.
+
+verl's ``RLHFDataset`` reads Parquet rows and hands every column to the agent loop as keyword
+arguments. A row here holds the env id, the env's constructor kwargs, the task row itself
+(JSON, so tasks of any shape survive Parquet) and a seed; ``prompt`` only names the task,
+because the env writes the real first observation when the agent loop resets it.
+
+Envs bound to a :class:`~rllm_envs.core.tasks.TaskSet` contribute one row per task; any other
+Gymnasium env contributes seeds (its ``reset(seed=...)`` picks the episode).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rllm_train.verl.compose import AGENT_LOOP_NAME
+
+# The columns our agent loop reads (verl passes them through untouched).
+ROW_COLUMNS: tuple[str, ...] = (
+    "rllm_env_id", "rllm_env_kwargs", "rllm_task", "rllm_seed", "rllm_agent", "rllm_max_turns",
+    "rllm_max_tokens_per_turn", "rllm_timeout_s",
+)
+
+
+@dataclass(frozen=True)
+class EpisodeSource:
+    """How the agent loop builds one episode: which env, which task, which agent."""
+
+    env_id: str
+    env_kwargs: Mapping[str, Any]
+    task: Mapping[str, Any] | None
+    seed: int
+    agent: str | None
+    max_turns: int
+    max_tokens_per_turn: int | None = None
+    timeout_s: float | None = None  # wall-clock limit of the whole episode
+
+
+def env_task_rows(env_id: str, env_kwargs: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The task rows the env is bound to, or None for an env without a task set."""
+    import gymnasium as gym
+    import rllm_envs  # noqa: F401  (registers the rllm/ ids)
+    from rllm_envs.core.tasks import TaskSet
+
+    env = gym.make(env_id, **dict(env_kwargs))
+    try:
+        tasks = getattr(env.unwrapped, "tasks", None)
+        return [dict(row) for row in tasks.rows] if isinstance(tasks, TaskSet) else None
+    finally:
+        env.close()
+
+
+def episode_sources(
+    env_id: str,
+    env_kwargs: Mapping[str, Any],
+    *,
+    agent: str | None,
+    max_turns: int,
+    max_tokens_per_turn: int | None = None,
+    timeout_s: float | None = None,
+    max_tasks: int | None,
+    seed_tasks: int,
+    seed: int = 0,
+) -> list[EpisodeSource]:
+    rows = env_task_rows(env_id, env_kwargs)
+    count = len(rows) if rows is not None else seed_tasks
+    if max_tasks is not None:
+        count = min(count, max_tasks)
+    return [
+        EpisodeSource(
+            env_id=env_id,
+            env_kwargs=dict(env_kwargs),
+            task=rows[index] if rows is not None else None,
+            seed=seed + index,
+            agent=agent,
+            max_turns=max_turns,
+            max_tokens_per_turn=max_tokens_per_turn,
+            timeout_s=timeout_s,
+        )
+        for index in range(count)
+    ]
+
+
+def to_verl_row(source: EpisodeSource, index: int) -> dict[str, Any]:
+    from rllm_envs.core.tasks import task_id
+
+    name = task_id(source.task, source.env_id) if source.task is not None else f"seed-{source.seed}"
+    return {
+        "data_source": source.env_id,
+        "prompt": [{"role": "user", "content": f"{source.env_id} task {name}"}],
+        "agent_name": AGENT_LOOP_NAME,
+        "rllm_env_id": source.env_id,
+        "rllm_env_kwargs": json.dumps(dict(source.env_kwargs), sort_keys=True),
+        "rllm_task": json.dumps(source.task, ensure_ascii=False) if source.task is not None else "",
+        "rllm_seed": source.seed,
+        "rllm_agent": source.agent or "",
+        "rllm_max_turns": source.max_turns,
+        # 0 stands for "no limit" below: a Parquet column cannot mix numbers and None.
+        "rllm_max_tokens_per_turn": source.max_tokens_per_turn or 0,
+        "rllm_timeout_s": float(source.timeout_s or 0.0),
+        "extra_info": {"index": index, "task_id": name},
+    }
+
+
+def from_verl_row(columns: Mapping[str, Any]) -> EpisodeSource:
+    """Rebuild the episode source from the columns verl hands the agent loop."""
+    missing = [name for name in ROW_COLUMNS if name not in columns]
+    if missing:
+        raise ValueError(
+            f"verl row lacks {missing}: the data was not written by rllm_train.verl.data "
+            f"(agent loop {AGENT_LOOP_NAME!r} needs rows made by write_verl_data)"
+        )
+    task_text = str(columns["rllm_task"])
+    return EpisodeSource(
+        env_id=str(columns["rllm_env_id"]),
+        env_kwargs=json.loads(str(columns["rllm_env_kwargs"]) or "{}"),
+        task=json.loads(task_text) if task_text else None,
+        seed=int(columns["rllm_seed"]),
+        agent=str(columns["rllm_agent"]) or None,
+        max_turns=int(columns["rllm_max_turns"]),
+        max_tokens_per_turn=int(columns["rllm_max_tokens_per_turn"]) or None,
+        timeout_s=float(columns["rllm_timeout_s"]) or None,
+    )
+
+
+def write_verl_data(sources: Sequence[EpisodeSource], path: Path) -> Path:
+    """Write the rows as Parquet (atomically: a crashed write never leaves half a file)."""
+    import pyarrow as pa
+    import pyarrow.parquet as parquet
+
+    if not sources:
+        raise ValueError(f"no tasks to write to {path}")
+    rows = [to_verl_row(source, index) for index, source in enumerate(sources)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(".parquet.tmp")
+    parquet.write_table(pa.Table.from_pylist(rows), temporary)
+    temporary.replace(path)
+    return path

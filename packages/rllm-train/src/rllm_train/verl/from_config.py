@@ -1,0 +1,119 @@
+"""`rllm-train` config -> :class:`VerlRunSpec`: one config, two backends.
+
+The shared sections (model, env, rollout, algorithm, trainer) mean the same for both backends;
+what only verl has (GPUs per node, nodes, the rollout server, parallelism, raw verl overrides)
+lives in :class:`VerlOptions`, the config's optional ``verl`` section. Settings the verl backend
+cannot honour are refused here with the key to change.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rllm_train.verl.options import VerlOptions
+
+__all__ = ["VerlOptions", "model_path", "response_budget", "spec_from_config"]
+
+# Model names the project ships or builds; anything else is a path or a hub id verl loads.
+PROJECT_MODELS = frozenset({"tiny", "smollm2"})
+
+
+def model_path(name: str) -> str:
+    if name in PROJECT_MODELS:
+        from rllm_agents.models import resolve_model
+
+        return str(resolve_model(name))
+    return name
+
+
+def response_budget(rollout: Any, options: VerlOptions) -> int:
+    """verl's ``response_length``: every token after the first prompt, all turns together.
+
+    Single-turn: one reply of ``rollout.max_response_tokens``. Multi-turn: the native backend
+    caps the whole conversation at ``rollout.max_prompt_tokens``, so later turns and the env's
+    replies share that budget.
+    """
+    if options.response_tokens:
+        return options.response_tokens
+    if rollout.max_turns == 1:
+        return rollout.max_response_tokens
+    return max(rollout.max_prompt_tokens, rollout.max_response_tokens)
+
+
+def _algorithm_overrides(algorithm: Any, trainer: Any) -> list[str]:
+    """The algorithm knobs both backends share, under verl's names."""
+    return [
+        f"algorithm.gamma={algorithm.gamma}",
+        f"algorithm.lam={algorithm.lam}",
+        f"algorithm.norm_adv_by_std_in_grpo={str(algorithm.norm_adv_by_std_in_grpo).lower()}",
+        f"actor_rollout_ref.actor.policy_loss.loss_mode={algorithm.policy_loss}",
+        f"actor_rollout_ref.actor.loss_agg_mode={algorithm.loss_agg_mode}",
+        f"actor_rollout_ref.actor.kl_loss_type={algorithm.kl_penalty}",
+        f"actor_rollout_ref.actor.ppo_epochs={trainer.ppo_epochs}",
+        f"actor_rollout_ref.actor.grad_clip={trainer.max_grad_norm}",
+        f"actor_rollout_ref.actor.optim.weight_decay={trainer.weight_decay}",
+    ]
+
+
+def spec_from_config(config: Any):
+    """The :class:`~rllm_train.verl.spec.VerlRunSpec` a ``TrainConfig`` describes."""
+    # Imported here: rllm_train.config imports this module (for VerlOptions) and spec imports
+    # rllm_train.config, so a module-level import would be a cycle.
+    from rllm_train.verl.spec import VerlConfigError, VerlRunSpec
+
+    if config.algorithm.sequence_mode != "trajectory":
+        raise VerlConfigError(
+            "algorithm.sequence_mode: verl's agent loop trains one sequence per episode; "
+            f"{config.algorithm.sequence_mode!r} is native-backend only (set it to 'trajectory')"
+        )
+    options = getattr(config, "verl", None) or VerlOptions()
+    rollout, trainer, algorithm = config.rollout, config.trainer, config.algorithm
+    overrides = _algorithm_overrides(algorithm, trainer)
+    overrides.append(f"actor_rollout_ref.rollout.val_kwargs.temperature={rollout.val_temperature}")
+    if algorithm.name == "ppo":
+        overrides.append(f"critic.cliprange_value={algorithm.cliprange_value}")
+    loggers = ("console", "tensorboard") if trainer.tensorboard else ("console",)
+    return VerlRunSpec(
+        env_id=config.env.id,
+        env_kwargs=dict(config.env.kwargs),
+        agent=config.env.agent or None,
+        model_path=model_path(config.model.name),
+        algorithm=algorithm.name,
+        train_batch_size=rollout.tasks_per_step,
+        n_samples=rollout.n,
+        mini_batch_size=options.mini_batch_size or None,
+        micro_batch_size_per_gpu=trainer.micro_batch_size,
+        learning_rate=trainer.lr,
+        kl_coef=algorithm.kl_coef,
+        clip_ratio=algorithm.clip_ratio,
+        max_prompt_tokens=rollout.max_prompt_tokens,
+        max_response_tokens=response_budget(rollout, options),
+        max_turns=rollout.max_turns,
+        max_tokens_per_turn=rollout.max_response_tokens,
+        episode_timeout_s=options.episode_timeout_s or None,
+        temperature=rollout.temperature,
+        top_p=rollout.top_p,
+        total_steps=trainer.steps,
+        # verl stops at whichever comes first; every epoch has at least one step, so `steps`
+        # epochs never end a run early when the task set is smaller than steps x batch.
+        total_epochs=trainer.steps,
+        lora_rank=config.model.lora_rank,
+        lora_alpha=config.model.lora_alpha,
+        rollout_engine=options.rollout_engine,
+        strategy=options.strategy,
+        tensor_parallel_size=options.tensor_parallel_size,
+        gpu_memory_utilization=options.gpu_memory_utilization,
+        n_gpus_per_node=options.n_gpus_per_node,
+        nnodes=options.nnodes,
+        agent_workers=options.agent_workers,
+        output_dir=trainer.output,
+        project_name=options.project_name,
+        experiment_name=config.env.id.rsplit(":", 1)[-1].replace("/", "-"),
+        save_freq=trainer.save_every or -1,
+        test_freq=trainer.val_every or -1,
+        val_env_kwargs=dict(config.env.kwargs) if trainer.val_every else None,
+        max_val_tasks=trainer.val_tasks,
+        loggers=loggers,
+        seed=trainer.seed,
+        overrides=tuple(overrides) + tuple(options.overrides),
+    )

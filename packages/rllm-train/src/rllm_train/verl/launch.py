@@ -1,0 +1,158 @@
+"""Prepare a verl run (data rows, agent-loop registration, composed and validated config),
+print it for ``--dry-run``, or hand it to verl's own trainer on Ray.
+
+Everything that can fail for a reason the user can fix happens in :func:`prepare_run`, before
+Ray starts: the spec checks, verl's Hydra schema, verl's ``validate_config``, env creation and
+task loading.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rllm_train.verl.compose import (
+    AGENT_LOOP_NAME,
+    AGENT_LOOP_TARGET,
+    RunFiles,
+    compose_verl_config,
+    validate_verl_config,
+)
+from rllm_train.verl.data import EpisodeSource, episode_sources, to_verl_row, write_verl_data
+from rllm_train.verl.episode_parts import load_agent_class
+from rllm_train.verl.spec import VerlConfigError, VerlRunSpec, validate_spec
+from rllm_train.verl.versions import require_verl
+
+
+@dataclass(frozen=True)
+class PreparedRun:
+    spec: VerlRunSpec
+    files: RunFiles
+    config: Any  # verl's DictConfig
+    train_sources: tuple[EpisodeSource, ...]
+    val_sources: tuple[EpisodeSource, ...]
+
+
+def _sources(
+    spec: VerlRunSpec, env_kwargs: dict[str, Any], max_tasks: int | None
+) -> tuple[EpisodeSource, ...]:
+    try:
+        sources = episode_sources(
+            spec.env_id,
+            env_kwargs,
+            agent=spec.agent,
+            max_turns=spec.max_turns,
+            max_tokens_per_turn=spec.max_tokens_per_turn,
+            timeout_s=spec.episode_timeout_s,
+            max_tasks=max_tasks,
+            seed_tasks=spec.seed_tasks,
+            seed=spec.seed,
+        )
+    except Exception as error:  # noqa: BLE001 - any env construction error is a config error here
+        raise VerlConfigError(f"cannot build {spec.env_id!r} to read its tasks: {error}") from error
+    if not sources:
+        raise VerlConfigError(f"{spec.env_id!r} has no tasks to train on")
+    return tuple(sources)
+
+
+def prepare_run(spec: VerlRunSpec) -> PreparedRun:
+    """Check everything and compose verl's config; writes nothing."""
+    validate_spec(spec)
+    require_verl(for_training=False)
+    files = RunFiles(Path(spec.output_dir).expanduser().resolve())
+    config = compose_verl_config(spec, files)
+    validate_verl_config(config)
+    if spec.agent:  # a typo here would otherwise fail every episode on the workers
+        try:
+            load_agent_class(spec.agent)
+        except ValueError as error:
+            raise VerlConfigError(f"env.agent: {error}") from error
+    train = _sources(spec, spec.env_kwargs, spec.max_tasks)
+    val = (
+        _sources(spec, spec.val_env_kwargs, spec.max_val_tasks)
+        if spec.val_env_kwargs is not None
+        else ()
+    )
+    if len(train) < spec.train_batch_size:
+        raise VerlConfigError(
+            f"{spec.env_id!r} yields {len(train)} tasks, fewer than train_batch_size "
+            f"{spec.train_batch_size}: lower train_batch_size or add tasks"
+        )
+    return PreparedRun(spec, files, config, train, val)
+
+
+def write_run_files(prepared: PreparedRun) -> RunFiles:
+    """Write the Parquet rows and the agent-loop registration verl's workers load."""
+    files = prepared.files
+    write_verl_data(prepared.train_sources, files.train_file)
+    if prepared.val_sources:
+        write_verl_data(prepared.val_sources, files.val_file)
+    files.agent_loop_file.parent.mkdir(parents=True, exist_ok=True)
+    # verl's workers are separate Ray processes: they learn our loop from this file (by import
+    # path), not from the in-process `register` call.
+    files.agent_loop_file.write_text(
+        f"- name: {AGENT_LOOP_NAME}\n  _target_: {AGENT_LOOP_TARGET}\n", encoding="utf-8"
+    )
+    return files
+
+
+def describe(prepared: PreparedRun) -> str:
+    """The composed verl config and the data layout, as ``--dry-run`` prints them."""
+    from omegaconf import OmegaConf
+
+    sample = to_verl_row(prepared.train_sources[0], 0)
+    lines = [
+        "# verl trainer config (verl's ppo_trainer with our overrides; validated by verl)",
+        OmegaConf.to_yaml(prepared.config).rstrip(),
+        "",
+        "# data layout",
+        f"# train rows: {len(prepared.train_sources)} -> {prepared.files.train_file}",
+        f"# val rows:   {len(prepared.val_sources)}"
+        + (f" -> {prepared.files.val_file}" if prepared.val_sources else " (no validation)"),
+        f"# samples per step: {prepared.spec.train_batch_size} tasks x {prepared.spec.n_samples}"
+        f" = {prepared.spec.train_batch_size * prepared.spec.n_samples} episodes",
+        f"# columns: {sorted(sample)}",
+        "# first row:",
+        "# " + json.dumps(sample, ensure_ascii=False, sort_keys=True),
+        f"# agent loop: {AGENT_LOOP_NAME} -> {AGENT_LOOP_TARGET} (via {prepared.files.agent_loop_file})",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def dry_run(spec: VerlRunSpec) -> str:
+    return describe(prepare_run(spec))
+
+
+def require_gpus(spec: VerlRunSpec) -> None:
+    """Fail here, not inside a Ray worker, when no GPU can run the job.
+
+    With ``RAY_ADDRESS`` set the job joins an existing cluster whose nodes have the GPUs, so
+    only a local launch needs one on this machine.
+    """
+    import os
+
+    import torch
+
+    if os.environ.get("RAY_ADDRESS") or torch.cuda.is_available():
+        return
+    raise VerlConfigError(
+        f"the verl backend trains on GPUs ({spec.n_gpus_per_node} per node x {spec.nnodes} "
+        "node(s) configured) and this machine has none: use --backend native here, --dry-run "
+        "to check the verl config, or set RAY_ADDRESS to a Ray cluster with GPUs"
+    )
+
+
+def run(spec: VerlRunSpec) -> None:
+    """Train with verl's own trainer on Ray (needs GPUs and ``rllm-train[verl]``)."""
+    require_verl(for_training=True)
+    require_gpus(spec)
+    prepared = prepare_run(spec)
+    write_run_files(prepared)
+    from verl.trainer.main_ppo import run_ppo
+    from verl.trainer.main_ppo_v0 import TaskRunner
+    from verl.utils.device import auto_set_device
+
+    auto_set_device(prepared.config)
+    run_ppo(prepared.config, task_runner_class=TaskRunner)

@@ -1,0 +1,27 @@
+"""`VerlOptions`: the ``verl`` section of an ``rllm-train`` config.
+
+Only the verl backend reads it (the native backend ignores it). It imports nothing from
+``rllm_train`` so the config module can embed it without an import cycle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class VerlOptions:
+    """The ``verl`` section of an ``rllm-train`` config (ignored by the native backend)."""
+
+    n_gpus_per_node: int = 8
+    nnodes: int = 1
+    rollout_engine: str = "vllm"  # vllm | sglang
+    strategy: str = "fsdp"  # fsdp | fsdp2 | megatron
+    tensor_parallel_size: int = 1
+    gpu_memory_utilization: float = 0.6
+    agent_workers: int = 8
+    mini_batch_size: int = 0  # tasks per optimizer step; 0 = rollout.tasks_per_step
+    response_tokens: int = 0  # whole-episode response budget; 0 = derived from rollout.*
+    project_name: str = "rllm"
+    episode_timeout_s: float = 0  # wall-clock limit per episode; 0 = none
+    overrides: list[str] = field(default_factory=list)  # raw verl "key=value", applied last

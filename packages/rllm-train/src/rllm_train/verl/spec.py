@@ -1,0 +1,148 @@
+"""`VerlRunSpec`: the settings of one verl run, in our vocabulary, and the checks on them.
+
+The spec is what ``rllm-train`` config turns into before verl sees anything; every combination
+verl cannot run is rejected here, with a sentence saying what to change, before Ray starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rllm_train.algorithms import ADVANTAGE_ESTIMATORS as SHARED_ESTIMATORS
+from rllm_train.config import ConfigError
+
+# The algorithms both backends share (same names, same verl estimators), plus estimators only
+# verl's trainer runs (it supplies their extra inputs, e.g. ReMax's greedy baseline).
+VERL_ONLY_ESTIMATORS: dict[str, str] = {
+    "gae": "gae",
+    "reinforce_plus_plus_baseline": "reinforce_plus_plus_baseline",
+    "remax": "remax",
+    "opo": "opo",
+    "gpg": "gpg",
+}
+ADVANTAGE_ESTIMATORS: dict[str, str] = {**SHARED_ESTIMATORS, **VERL_ONLY_ESTIMATORS}
+# Estimators whose baseline is the other samples of the same task: one sample has no baseline.
+GROUP_ESTIMATORS: frozenset[str] = frozenset({"grpo", "rloo", "opo", "gpg"})
+ROLLOUT_ENGINES: frozenset[str] = frozenset({"vllm", "sglang"})
+TRAINING_STRATEGIES: frozenset[str] = frozenset({"fsdp", "fsdp2", "megatron"})
+VLLM_MAX_LORA_RANK = 512  # the largest adapter rank vLLM serves
+
+
+class VerlConfigError(ConfigError):
+    """A setting (or a combination of settings) the verl backend cannot run.
+
+    A :class:`~rllm_train.config.ConfigError`, so ``rllm-train`` reports it like any bad key.
+    """
+
+
+@dataclass(frozen=True)
+class VerlRunSpec:
+    """Everything the verl backend needs to know, independent of how the user wrote it."""
+
+    env_id: str
+    model_path: str
+    agent: str | None = None  # agent class ("module:Class") or None for the env's registered agent
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    val_env_kwargs: dict[str, Any] | None = None  # env kwargs selecting validation tasks (None: no validation)
+    max_tasks: int | None = None  # cap on training rows (None: every task)
+    max_val_tasks: int | None = None  # cap on validation rows (None: every task)
+    seed_tasks: int = 64  # rows made of seeds for envs without a task set
+    algorithm: str = "grpo"
+    train_batch_size: int = 8  # tasks per step
+    n_samples: int = 4  # samples per task
+    mini_batch_size: int | None = None  # tasks per optimizer step (None: train_batch_size)
+    micro_batch_size_per_gpu: int = 2
+    learning_rate: float = 1e-6
+    kl_coef: float = 0.0  # KL loss against the reference policy (0: no reference model)
+    entropy_coef: float = 0.0
+    clip_ratio: float = 0.2
+    max_prompt_tokens: int = 1024
+    max_response_tokens: int = 1024  # all model and env tokens after the first prompt
+    max_turns: int = 8
+    max_tokens_per_turn: int | None = None  # cap on one model turn (None: the remaining budget)
+    episode_timeout_s: float | None = None  # wall-clock limit per episode (None: none)
+    temperature: float = 1.0
+    top_p: float = 1.0
+    total_epochs: int = 1
+    total_steps: int | None = None
+    lora_rank: int = 0
+    lora_alpha: int = 16
+    rollout_engine: str = "vllm"
+    strategy: str = "fsdp"
+    tensor_parallel_size: int = 1
+    gpu_memory_utilization: float = 0.6
+    n_gpus_per_node: int = 8
+    nnodes: int = 1
+    agent_workers: int = 8  # Ray actors that run agent loops (envs live there)
+    output_dir: str = "runs/verl"
+    project_name: str = "rllm"
+    experiment_name: str = "verl"
+    save_freq: int = -1  # checkpoint every N steps (-1: only at the end)
+    test_freq: int = -1
+    loggers: tuple[str, ...] = ("console",)
+    seed: int = 0
+    overrides: tuple[str, ...] = ()  # raw verl overrides ("a.b=c"), applied last
+
+    @property
+    def advantage_estimator(self) -> str:
+        return ADVANTAGE_ESTIMATORS[self.algorithm]
+
+    @property
+    def n_gpus(self) -> int:
+        return self.n_gpus_per_node * self.nnodes
+
+
+def _positive(spec: VerlRunSpec, *names: str) -> list[str]:
+    return [f"{name} must be at least 1, got {getattr(spec, name)}" for name in names if getattr(spec, name) < 1]
+
+
+def validate_spec(spec: VerlRunSpec) -> None:
+    """Raise :class:`VerlConfigError` listing every problem (all at once, not the first)."""
+    problems = _positive(
+        spec, "train_batch_size", "n_samples", "micro_batch_size_per_gpu", "max_prompt_tokens",
+        "max_response_tokens", "max_turns", "n_gpus_per_node", "nnodes", "tensor_parallel_size",
+        "agent_workers", "total_epochs",
+    )
+    if spec.algorithm not in ADVANTAGE_ESTIMATORS:
+        problems.append(f"algorithm {spec.algorithm!r} is not one of {sorted(ADVANTAGE_ESTIMATORS)}")
+    elif spec.advantage_estimator in GROUP_ESTIMATORS and spec.n_samples < 2:
+        problems.append(
+            f"{spec.algorithm} compares the samples of a task with each other: set n_samples >= 2"
+        )
+    if spec.rollout_engine not in ROLLOUT_ENGINES:
+        problems.append(
+            f"rollout engine {spec.rollout_engine!r} is not served by verl; choose one of "
+            f"{sorted(ROLLOUT_ENGINES)} (the local transformers engine is the native backend's)"
+        )
+    if spec.strategy not in TRAINING_STRATEGIES:
+        problems.append(f"strategy {spec.strategy!r} is not one of {sorted(TRAINING_STRATEGIES)}")
+    if spec.n_gpus_per_node >= 1 and spec.n_gpus_per_node % max(spec.tensor_parallel_size, 1):
+        problems.append(
+            f"tensor_parallel_size {spec.tensor_parallel_size} must divide n_gpus_per_node "
+            f"{spec.n_gpus_per_node}"
+        )
+    mini_batch = spec.mini_batch_size or spec.train_batch_size
+    if mini_batch > spec.train_batch_size or spec.train_batch_size % max(mini_batch, 1):
+        problems.append(
+            f"mini_batch_size {mini_batch} must divide train_batch_size {spec.train_batch_size}"
+        )
+    if spec.max_tokens_per_turn is not None and spec.max_tokens_per_turn < 1:
+        problems.append(f"max_tokens_per_turn must be at least 1, got {spec.max_tokens_per_turn}")
+    if spec.episode_timeout_s is not None and spec.episode_timeout_s <= 0:
+        problems.append(f"episode_timeout_s must be positive, got {spec.episode_timeout_s}")
+    if spec.lora_rank < 0:
+        problems.append(f"lora_rank must be >= 0, got {spec.lora_rank}")
+    if spec.rollout_engine == "vllm" and spec.lora_rank > VLLM_MAX_LORA_RANK:
+        problems.append(f"vLLM serves LoRA ranks up to {VLLM_MAX_LORA_RANK}, got {spec.lora_rank}")
+    if spec.lora_rank and spec.strategy == "megatron":
+        problems.append("LoRA with the megatron strategy needs verl's mbridge setup; use fsdp/fsdp2")
+    if not 0.0 < spec.gpu_memory_utilization <= 1.0:
+        problems.append(f"gpu_memory_utilization must be in (0, 1], got {spec.gpu_memory_utilization}")
+    if spec.temperature < 0:
+        problems.append(f"temperature must be >= 0, got {spec.temperature}")
+    for override in spec.overrides:
+        if "=" not in override:
+            problems.append(f"verl override {override!r} is not of the form key=value")
+    if problems:
+        raise VerlConfigError("the verl backend cannot run this config:\n  - " + "\n  - ".join(problems))

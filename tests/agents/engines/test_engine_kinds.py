@@ -1,0 +1,70 @@
+"""Choosing engines by name, the vLLM import guard, and the llama.cpp server's lifecycle."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import pytest
+from rllm_agents.engines import ENGINES, make_engine
+from rllm_agents.engines.base import SamplingParams
+from rllm_agents.engines.llamacpp_server import LlamaCppEngine, LlamaCppServer, llamacpp_available
+
+from tests.parts import require_part
+
+
+def test_registry_names_every_engine_kind():
+    assert set(ENGINES) == {"local", "openai", "vllm", "llamacpp"}
+    with pytest.raises(ValueError, match="choose from"):
+        make_engine("nonsense")
+
+
+async def test_openai_kind_builds_a_client():
+    engine = make_engine("openai", base_url="http://127.0.0.1:9/v1", model="m")
+    assert engine.base_url == "http://127.0.0.1:9/v1"
+    await engine.aclose()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vllm is installed")
+def test_vllm_missing_names_the_install_command():
+    with pytest.raises(ImportError, match=r"pip install 'rllm-agents\[vllm\]'"):
+        make_engine("vllm", model="tiny")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie still answers kill(0); its state in /proc tells it is dead.
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().split(") ")[1][0] != "Z"
+
+
+@pytest.mark.slow
+async def test_llamacpp_engine_starts_and_stops_its_server():
+    require_part(llamacpp_available(), "llama-cpp-python[server] is not installed")
+    engine = make_engine("llamacpp", n_ctx=512)
+    pid = engine.server._process.pid
+    out = await engine.generate(
+        [{"role": "user", "content": "Say hi"}], sampling=SamplingParams(max_tokens=3)
+    )
+    assert out.text
+    await engine.aclose()
+    assert not _alive(pid), "no server process may outlive aclose()"
+    assert isinstance(engine, LlamaCppEngine) and not engine.server.running
+
+
+@pytest.mark.slow
+def test_llamacpp_server_is_killed_when_the_block_fails():
+    require_part(llamacpp_available(), "llama-cpp-python[server] is not installed")
+    with pytest.raises(RuntimeError, match="boom"), LlamaCppServer(n_ctx=512) as server:
+        pid = server._process.pid
+        raise RuntimeError("boom")
+    assert not _alive(pid)
+    server.close()  # idempotent
+
+
+def test_missing_gguf_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="GGUF model not found"):
+        LlamaCppServer(tmp_path / "absent.gguf").start()

@@ -1,0 +1,69 @@
+"""``rllm-eval`` end to end: the local engine on the tiny model, and a llama.cpp server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from rllm_agents.cli.eval import main
+from rllm_agents.types import Episode, TerminationReason
+
+
+def read_results(output):
+    episodes = [
+        Episode.from_json(line) for line in (output / "episodes.jsonl").read_text().splitlines()
+    ]
+    return episodes, json.loads((output / "summary.json").read_text())
+
+
+@pytest.mark.slow
+def test_frozenlake_with_tiny_model(tmp_path, capsys):
+    output = tmp_path / "run"
+    argv = ["--env", "rllm/FrozenLake-v0", "--model", "tiny", "--n", "2", "--num-tasks", "2"]
+    argv += ["--max-tokens", "6", "--max-turns", "2", "--parallel", "4", "--output", str(output)]
+    assert main(argv) == 0
+    episodes, summary = read_results(output)
+    assert len(episodes) == 4 and summary["episodes"] == 4 and summary["tasks"] == 2
+    assert {"pass@1", "pass@2", "mean_reward"} <= set(summary)
+    assert summary["config"]["env"] == "rllm/FrozenLake-v0"
+    assert all(e.termination_reason != TerminationReason.ERROR for e in episodes)
+    # Two samples per task: each task key appears twice.
+    keys = sorted(e.info["task_key"] for e in episodes)
+    assert keys[0] == keys[1] and keys[2] == keys[3] and keys[1] != keys[2]
+    assert "pass@2" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_math_with_tiny_model_as_a_command(tmp_path):
+    output = tmp_path / "run"
+    command = [sys.executable, "-m", "rllm_agents.cli.eval", "--env", "rllm/Math-v0"]
+    command += ["--model", "tiny", "--num-tasks", "3", "--max-tokens", "6"]
+    command += ["--split", "gsm8k_test", "--output", str(output), "--no-progress"]
+    subprocess.run(command, check=True, capture_output=True, timeout=240)
+    episodes, summary = read_results(output)
+    assert len(episodes) == 3
+    assert len({e.task["id"] for e in episodes}) == 3  # the first three rows of the split
+    assert summary["termination_reasons"] == {"env_done": 3}
+    assert summary["mean_reward"] == 0.0  # a random model never boxes the right number
+
+
+def test_bad_arguments_are_clear_errors(tmp_path):
+    with pytest.raises(SystemExit):
+        main(["--env", "rllm/Math-v0", "--env-kwargs", "[1]"])
+    with pytest.raises(SystemExit):
+        main(["--env", "rllm/Math-v0", "--n", "0"])
+
+
+@pytest.mark.slow
+def test_llamacpp_server(tmp_path, llamacpp_server):
+    """The embedded SmolLM2 served by llama.cpp, through the OpenAI-compatible engine."""
+    output = tmp_path / "run"
+    argv = ["--env", "rllm/FrozenLake-v0", "--base-url", llamacpp_server.base_url]
+    argv += ["--model", llamacpp_server.model_alias, "--num-tasks", "2", "--max-turns", "2"]
+    argv += ["--max-tokens", "24", "--parallel", "2", "--output", str(output), "--no-progress"]
+    assert main(argv) == 0
+    episodes, summary = read_results(output)
+    assert len(episodes) == 2 and summary["errors"] == 0
+    assert all(step.model_response for e in episodes for step in e.trajectories[0].steps)

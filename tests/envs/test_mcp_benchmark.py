@@ -1,0 +1,40 @@
+"""benchmarks/mcp_overhead.py runs and reports its figures (timings are not asserted: they
+depend on the machine), with one shared server and none left behind."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("mcp", reason="rllm/MCP-v0 needs the mcp extra")
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_mcp_overhead_benchmark_reports_latency_ratio_and_shared_servers():
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "mcp_overhead.py"),
+            "--calls=10",
+            "--rounds=1",
+            "--envs=4",
+            "--steps-per-env=2",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "ratio env/raw:" in result.stdout
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    assert figures["server_processes"] == 1  # four envs, one server
+    assert figures["calls"] == 8 and figures["failures"] == 0
+    assert figures["leftover_servers"] == 0

@@ -1,0 +1,1 @@
+"""MCP servers the MCP env tests run as real processes."""

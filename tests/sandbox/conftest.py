@@ -1,0 +1,105 @@
+"""Sandboxes of both backends for the tests, under a tight policy so attacks end fast."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from rllm_envs.sandbox import SandboxPolicy, make_sandbox
+
+from tests.parts import require_part
+
+# Tight enough that bombs and loops end within a couple of seconds on a shared 2-core machine.
+TEST_POLICY = SandboxPolicy(
+    cpu_seconds=1,
+    wall_seconds=2.5,
+    memory_mb=256,
+    max_processes=32,
+    max_output_bytes=64 * 1024,
+    scratch_mb=16,
+    max_file_mb=8,
+)
+
+
+def docker_ready() -> tuple[bool, str]:
+    try:
+        import docker
+
+        client = docker.from_env()
+        client.ping()
+        client.images.get(os.environ.get("RLLM_SANDBOX_IMAGE", "rllm-sandbox:1"))
+        client.close()
+    except Exception as error:  # no SDK, no engine, or no image
+        return False, f"Docker engine with the sandbox image needed ({error})"
+    return True, ""
+
+
+def require_backend(name: str) -> None:
+    if name == "bwrap":
+        require_part(shutil.which("bwrap") is not None, "bubblewrap (apt-get install bubblewrap)")
+        require_part(os.path.exists("/usr/bin/python3"), "system python3 for the bwrap sandbox")
+    else:
+        ready, reason = docker_ready()
+        require_part(ready, reason)
+
+
+def sandbox_processes(uid: int) -> list[int]:
+    """Host pids whose real uid is the sandbox's (both backends' code runs as that uid)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = (entry / "status").read_text()
+        except OSError:
+            continue  # exited while we looked
+        uid_line = next(line for line in status.splitlines() if line.startswith("Uid:"))
+        if int(uid_line.split()[1]) == uid:
+            pids.append(int(entry.name))
+    return pids
+
+
+def wait_for_no_sandbox_processes(uid: int, timeout: float = 5.0) -> list[int]:
+    """Docker resets containers in the background, so give the reset a moment."""
+    deadline = time.monotonic() + timeout
+    while (left := sandbox_processes(uid)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
+
+
+def labelled_containers() -> list[str]:
+    import docker
+
+    client = docker.from_env()
+    try:
+        found = client.containers.list(all=True, filters={"label": "rllm.sandbox=1"})
+        return [container.id for container in found]
+    finally:
+        client.close()
+
+
+def own_containers() -> list[str]:
+    """Sandbox containers this test process owns (by the owner label)."""
+    import docker
+
+    client = docker.from_env()
+    owner = f"rllm.sandbox.owner={os.uname().nodename}:{os.getpid()}"
+    try:
+        return [
+            container.id for container in client.containers.list(all=True, filters={"label": owner})
+        ]
+    finally:
+        client.close()
+
+
+@pytest.fixture(scope="module", params=["bwrap", "docker"])
+def sandbox(request):
+    require_backend(request.param)
+    box = make_sandbox(request.param, TEST_POLICY)
+    yield box
+    box.close()
+    if request.param == "docker":  # every attack done: not one container may be left
+        assert own_containers() == []

@@ -1,0 +1,200 @@
+"""Backends by name, the policy, container lifecycle (pool reuse, cleanup on close, on errors,
+at exit, and sweeping after a crash) and the Python tool."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from rllm_envs.core.failures import InfrastructureFailure
+from rllm_envs.sandbox import (
+    SANDBOX_BACKENDS,
+    ExecutionRequest,
+    MissingEngineError,
+    PythonInterpreter,
+    SandboxPolicy,
+    make_sandbox,
+)
+
+from tests.sandbox.conftest import TEST_POLICY, labelled_containers, own_containers, require_backend
+
+
+def test_backends_are_chosen_by_name_with_clear_errors(monkeypatch):
+    assert set(SANDBOX_BACKENDS) == {"bwrap", "docker"}
+    with pytest.raises(ValueError, match="choose from \\['bwrap', 'docker'\\]"):
+        make_sandbox("firejail")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(MissingEngineError, match="apt-get install bubblewrap"):
+        make_sandbox("bwrap")
+    with pytest.raises(
+        MissingEngineError, match="running Docker engine.*apt-get install docker.io"
+    ):
+        make_sandbox("docker", base_url="unix:///nonexistent/docker.sock")
+
+
+def test_policy_validates_and_describes_itself():
+    with pytest.raises(ValueError, match="memory_mb must be positive"):
+        SandboxPolicy(memory_mb=0)
+    with pytest.raises(ValueError, match="must not be root"):
+        SandboxPolicy(uid=0)
+    described = SandboxPolicy(cpu_seconds=3).describe()
+    assert described["cpu_seconds"] == 3 and described["network"] is False
+    assert described["filesystem"] == "read-only, writable /scratch"
+
+
+@pytest.mark.parametrize("backend", ["bwrap", "docker"])
+def test_limits_are_the_policys(backend):
+    require_backend(backend)
+    box = make_sandbox(backend, TEST_POLICY)
+    try:
+        probe = textwrap.dedent(
+            """
+            import os, resource
+            def limit(name):
+                return resource.getrlimit(getattr(resource, name))[0]
+            scratch = os.statvfs("/scratch")
+            print(limit("RLIMIT_CPU"), limit("RLIMIT_AS") >> 20, limit("RLIMIT_FSIZE") >> 20,
+                  scratch.f_blocks * scratch.f_frsize >> 20)
+            try:
+                open("/scratch/big", "wb").write(b"x" * (9 << 20))
+            except OSError as error:
+                print("file cap", type(error).__name__)
+            """
+        )
+        result = box.run(ExecutionRequest(("python3", "-c", probe)))
+        cpu, memory, file_mb, scratch_mb = result.stdout.split()[:4]
+        assert (int(cpu), int(memory), int(file_mb), int(scratch_mb)) == (1, 256, 8, 16)
+        assert "file cap" in result.stdout or result.exit_code != 0
+    finally:
+        box.close()
+
+
+def test_stdin_is_streamed_to_the_program_in_full():
+    box = make_sandbox("bwrap", TEST_POLICY)
+    data = bytes(range(256)) * 2000  # 512 KB, binary
+    code = "import sys, hashlib; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())"
+    import hashlib
+
+    result = box.run(ExecutionRequest(("python3", "-c", code), stdin=data))
+    assert result.stdout.strip() == hashlib.sha256(data).hexdigest()
+
+
+@pytest.mark.parametrize("backend", ["bwrap", "docker"])
+def test_programs_can_reopen_their_standard_streams(backend):
+    require_backend(backend)
+    box = (
+        make_sandbox(backend, TEST_POLICY, pool_size=0)
+        if backend == "docker"
+        else make_sandbox(backend, TEST_POLICY)
+    )
+    try:
+        code = "print(open('/dev/stdin').read().upper(), file=open('/dev/stdout', 'w'))"
+        result = box.run(ExecutionRequest(("python3", "-c", code), stdin=b"abc"))
+        assert result.stdout == "ABC\n", result
+    finally:
+        box.close()
+
+
+def test_python_tool_runs_code_and_reports_errors():
+    tool = PythonInterpreter.on_backend("bwrap", TEST_POLICY)
+    try:
+        assert tool.schema["function"]["name"] == "python"
+        assert tool(code="print(sum(range(5)))") == "10\n"
+        assert tool(code="print(input()[::-1])", stdin="abc") == "cba\n"
+        failure = tool(code="raise ValueError('nope')")
+        assert "ValueError: nope" in failure and "[exit 1]" in failure
+        assert tool(code="import time; time.sleep(9)").endswith("[timeout]")
+        assert tool(code="").startswith("[error]")
+    finally:
+        tool.close()
+
+
+# -- Docker container lifecycle ------------------------------------------------------------------
+@pytest.fixture
+def docker_required():
+    require_backend("docker")
+
+
+def test_warm_pool_reuses_containers_and_close_removes_them(docker_required):
+    box = make_sandbox("docker", TEST_POLICY, pool_size=1)
+    try:
+        for _ in range(4):
+            assert box.run(ExecutionRequest(("python3", "-c", "print(1)"))).stdout == "1\n"
+        created = set(box.container_ids)
+        assert 1 <= len(created) <= 2  # one pooled; a second only while the first resets
+        assert created <= set(own_containers())
+    finally:
+        box.close()
+    assert own_containers() == []
+    box.close()  # idempotent
+
+
+def test_cold_mode_leaves_no_container(docker_required):
+    box = make_sandbox("docker", TEST_POLICY, pool_size=0)
+    try:
+        assert box.run(ExecutionRequest(("python3", "-c", "print(2)"))).stdout == "2\n"
+        assert own_containers() == []
+    finally:
+        box.close()
+
+
+def test_a_container_that_dies_is_replaced_or_reported_as_infrastructure(docker_required):
+    import threading
+
+    import docker
+
+    client = docker.from_env()
+    box = make_sandbox("docker", TEST_POLICY, pool_size=1)
+    try:
+        box.run(ExecutionRequest(("python3", "-c", "pass")))
+        # Died while idle in the pool: the next run quietly gets a fresh container.
+        for container_id in box.container_ids:
+            client.api.kill(container_id)
+            client.api.wait(container_id)
+        assert box.run(ExecutionRequest(("python3", "-c", "print(3)"))).stdout == "3\n"
+        # Died during a run: not the code's fault, so an infrastructure failure.
+        running = threading.Timer(0.5, lambda: [client.api.kill(cid) for cid in box.container_ids])
+        running.start()
+        with pytest.raises(InfrastructureFailure) as failure:
+            box.run(ExecutionRequest(("python3", "-c", "import time; time.sleep(2)")))
+        running.join()
+        assert failure.value.kind == "sandbox"
+        assert box.run(ExecutionRequest(("python3", "-c", "print(4)"))).stdout == "4\n"
+    finally:
+        box.close()
+        client.close()
+    assert own_containers() == []
+
+
+CRASHING_OWNER = """
+import os
+from rllm_envs.sandbox import ExecutionRequest, make_sandbox
+box = make_sandbox("docker", pool_size=2)
+box.run(ExecutionRequest(("python3", "-c", "pass")))
+print(len(box.container_ids), flush=True)
+{ending}
+"""
+
+
+@pytest.mark.slow
+def test_containers_are_removed_at_exit_and_swept_after_a_crash(docker_required):
+    before = set(labelled_containers())
+    # A clean interpreter exit without close(): the finaliser removes the containers.
+    exited = subprocess.run(
+        [sys.executable, "-c", CRASHING_OWNER.format(ending="")], capture_output=True, text=True
+    )
+    assert exited.stdout.strip() == "1", exited.stderr
+    assert set(labelled_containers()) == before
+    # A hard crash (no finaliser runs) leaks them until the next sandbox sweeps.
+    crashed = subprocess.run(
+        [sys.executable, "-c", CRASHING_OWNER.format(ending="os._exit(1)")],
+        capture_output=True,
+        text=True,
+    )
+    assert crashed.stdout.strip() == "1", crashed.stderr
+    leaked = set(labelled_containers()) - before
+    assert len(leaked) == 1
+    make_sandbox("docker", TEST_POLICY).close()  # constructing a sandbox sweeps orphans
+    assert set(labelled_containers()) & leaked == set()

@@ -1,0 +1,178 @@
+"""The native trainer end to end on the tiny model: runs, artefacts, masks, every algorithm."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import gymnasium as gym
+import pytest
+import rllm_envs  # noqa: F401  (registers the rllm/ ids)
+import torch
+from rllm_agents.agents.registry import agent_for_env
+from rllm_train import AgentTrainer
+from rllm_train.cli import main
+from rllm_train.config import ConfigError, build_config
+from rllm_train.native.batch import episodes_to_sequences
+from rllm_train.native.models import load_policy
+from rllm_train.native.rollout import RolloutSettings, run_rollouts
+
+from tests.train.conftest import run_overrides
+
+DEFAULT_TASK = "rllm_train.default_task:rllm_train/Arithmetic-v0"
+
+
+def read_rows(output):
+    return [json.loads(line) for line in (output / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_cli_end_to_end_run_writes_metrics_curve_checkpoint(tmp_path, tiny_model):
+    output = tmp_path / "run"
+    overrides = run_overrides(
+        output, tiny_model, **{"trainer.val_every": 1, "trainer.val_tasks": 2}
+    )
+    code = main(["--env", DEFAULT_TASK] + [f"{key}={value}" for key, value in overrides.items()])
+    assert code == 0
+    rows = read_rows(output)
+    assert [row["step"] for row in rows] == [1, 2]
+    for row in rows:
+        assert math.isfinite(row["loss"]) and math.isfinite(row["grad_norm"])
+        assert 0.0 <= row["reward_mean"] <= 1.0
+        assert row["episodes"] == 4 and row["sequences"] == 4
+        assert row["time/step_s"] >= row["time/generate_s"] > 0
+        assert "val/reward_mean" in row
+    assert (output / "reward_curve.png").stat().st_size > 1000
+    assert list((output / "tensorboard").glob("events.out.tfevents.*"))
+    assert (output / "checkpoints" / "latest").read_text().strip() == "step_2"
+    # Starting again on the same output without --resume is refused, not silently mixed.
+    assert main(["--env", DEFAULT_TASK] + [f"{k}={v}" for k, v in overrides.items()]) == 2
+
+
+def test_training_changes_the_weights(tmp_path, tiny_model):
+    config = build_config(
+        overrides=run_overrides(
+            tmp_path / "run",
+            tiny_model,
+            **{
+                "env.id": DEFAULT_TASK,
+                "trainer.steps": 1,
+                "rollout.n": 4,
+                "rollout.temperature": 3.0,  # varied replies, so rewards differ within groups
+            },
+        )
+    )
+    from rllm_train.native.trainer import NativeTrainer
+
+    trainer = NativeTrainer(config)
+    before = {name: p.detach().clone() for name, p in trainer.model.named_parameters()}
+    [row] = trainer.train()
+    changed = [
+        name for name, p in trainer.model.named_parameters() if not torch.equal(p, before[name])
+    ]
+    if row["advantage_abs_mean"] > 0:
+        assert changed, "a non-zero advantage must move the weights"
+    assert math.isfinite(row["loss"])
+
+
+def test_multi_turn_masks_exclude_env_tokens(tiny_model):
+    model, tokenizer, _ = load_policy(
+        build_config(overrides={"model.name": tiny_model}).model, torch.device("cpu")
+    )
+    torch.manual_seed(0)
+    episodes = run_rollouts(
+        model,
+        tokenizer,
+        lambda: gym.make("rllm/FrozenLake-v0"),
+        agent_for_env("rllm/FrozenLake-v0"),
+        [3, 3],
+        RolloutSettings(max_turns=3, max_response_tokens=5),
+    )
+    for episode in episodes:
+        trajectory = episode.trajectories[0]
+        assert len(trajectory.steps) == 3  # random text is never a winning move in 3 turns
+        ids, mask = trajectory.response_ids, trajectory.response_mask
+        model_tokens = [token for token, flag in zip(ids, mask, strict=True) if flag]
+        assert model_tokens == [t for step in trajectory.steps for t in step.response_ids]
+        env_text = tokenizer.decode(
+            [token for token, flag in zip(ids, mask, strict=True) if not flag]
+        )
+        # The env's replies (its observations) are in the sequence but masked out.
+        assert "user" in env_text and str(trajectory.steps[1].observation)[:40] in env_text
+        # Prefix consistency: each turn's prompt is the start of the whole sequence.
+        whole = trajectory.prompt_ids + ids
+        for step in trajectory.steps:
+            assert whole[: len(step.prompt_ids)] == step.prompt_ids
+        [sequence] = episodes_to_sequences([episode], ["g"], "trajectory")
+        assert sum(sequence.loss_mask) == len(model_tokens)
+        per_step = episodes_to_sequences([episode], ["g"], "step")
+        assert [sum(s.loss_mask) for s in per_step] == [
+            len(s.response_ids) for s in trajectory.steps
+        ]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"algorithm.name": "ppo"},
+        {"algorithm.name": "rloo", "algorithm.kl_coef": 0.1, "trainer.micro_batch_size": 1},
+        {"algorithm.name": "reinforce_plus_plus", "model.lora_rank": 4, "algorithm.kl_coef": 0.1},
+        {"algorithm.sequence_mode": "step", "trainer.ppo_epochs": 2},
+    ],
+    ids=["ppo-value-head", "rloo-kl-grad-accum", "reinforce++-lora-kl", "per-step-2-epochs"],
+)
+def test_every_algorithm_and_mode_trains(tmp_path, tiny_model, changes):
+    overrides = run_overrides(
+        tmp_path / "run",
+        tiny_model,
+        **{
+            "env.id": "rllm/FrozenLake-v0",
+            "rollout.max_turns": 2,
+            "trainer.steps": 1,
+            "rollout.temperature": 3.0,
+            **changes,
+        },
+    )
+    [row] = AgentTrainer(config=overrides).train()
+    for key in ("loss", "pg_loss", "kl", "value_loss", "grad_norm"):
+        assert math.isfinite(row[key]), key
+    if changes.get("algorithm.kl_coef"):
+        assert row["kl"] >= 0
+    assert row["sequences"] == (8 if changes.get("algorithm.sequence_mode") == "step" else 4)
+
+
+def test_existing_run_without_resume_is_refused_before_loading(tmp_path):
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "latest").write_text("step_1\n")
+    config = build_config(overrides={"trainer.output": str(tmp_path), "model.name": "nowhere"})
+    from rllm_train.native.trainer import NativeTrainer
+
+    with pytest.raises(ConfigError, match="--resume"):
+        NativeTrainer(config)
+
+
+@pytest.mark.slow
+def test_rollouts_through_the_execution_engine_train(tmp_path, tiny_model):
+    overrides = run_overrides(
+        tmp_path / "run",
+        tiny_model,
+        **{
+            "env.id": "rllm/FrozenLake-v0",
+            "rollout.engine": "execution",
+            "rollout.max_turns": 2,
+            "trainer.steps": 1,
+            "rollout.temperature": 3.0,
+        },
+    )
+    from rllm_train.native.trainer import NativeTrainer
+
+    trainer = NativeTrainer(build_config(overrides=overrides))
+    [row] = trainer.train()
+    assert math.isfinite(row["loss"]) and row["sequences"] == 4
+    for episode in trainer.last_episodes:
+        trajectory = episode.trajectories[0]
+        model_tokens = [
+            t for t, m in zip(trajectory.response_ids, trajectory.response_mask, strict=True) if m
+        ]
+        assert model_tokens == [t for step in trajectory.steps for t in step.response_ids]
+        assert 0 in trajectory.response_mask  # the env's reply between the two turns
