@@ -6,7 +6,5 @@ cd "$repo_root"
 bash scripts/setup.sh
 # shellcheck disable=SC1091
 source .venv/bin/activate
-if command -v rllm-train >/dev/null; then
-    exec rllm-train "$@"
-fi
-exec python -m rllm_envs.frozenlake.scripted "$@"
+# With no arguments: the embedded default (SmolLM2-135M-Instruct learning a small task on CPU).
+exec rllm-train "$@"

@@ -93,7 +93,9 @@ class UnicodeText(Text):
         ascii_chars = self.np_random.choice(_ASCII_PRINTABLE, size=length)
         control_chars = self.np_random.choice(_CONTROL, size=length)
         any_chars = self.np_random.integers(0, _CODE_POINTS - len(_SURROGATES), size=length)
-        any_chars = np.where(any_chars >= _SURROGATES.start, any_chars + len(_SURROGATES), any_chars)
+        any_chars = np.where(
+            any_chars >= _SURROGATES.start, any_chars + len(_SURROGATES), any_chars
+        )
         code_points = np.select([kinds == 0, kinds == 1], [ascii_chars, control_chars], any_chars)
         return "".join(map(chr, code_points.tolist()))
 

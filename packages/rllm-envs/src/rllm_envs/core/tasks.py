@@ -78,7 +78,9 @@ def _read_parquet(path: Path) -> list[Row]:
     try:
         import pyarrow.parquet as parquet
     except ImportError as error:
-        raise ImportError("reading Parquet task files needs pyarrow: pip install pyarrow") from error
+        raise ImportError(
+            "reading Parquet task files needs pyarrow: pip install pyarrow"
+        ) from error
     return parquet.read_table(path).to_pylist()
 
 
@@ -149,7 +151,9 @@ class TaskSources:
         if scheme == "shipped":
             name = rest or split
             if name not in self.shipped:
-                raise ValueError(f"no shipped task set {name!r}; choose from {sorted(self.shipped)}")
+                raise ValueError(
+                    f"no shipped task set {name!r}; choose from {sorted(self.shipped)}"
+                )
             return read_task_file(self.shipped[name])
         loaders: Mapping[str, Callable[[str, str], list[Row]]] = {
             "hf": _load_hf,

@@ -37,6 +37,35 @@ class Transition:
     truncated: bool = False
     info: dict[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def invalid(cls, observation: str, format_penalty: float = 0.0) -> Transition:
+        """A turn whose action could not be used: nothing changed, the agent is told why."""
+        return cls(
+            observation,
+            reward=-format_penalty if format_penalty else 0.0,
+            info={"action_valid": False},
+        )
+
+
+def fresh_info(info: dict[str, Any]) -> dict[str, Any]:
+    """A copy of `info` the caller may mutate without touching the env's state.
+
+    Containers are copied recursively; everything else is shared. A full ``deepcopy`` of every
+    info costs more than a FrozenLake step itself, and the scalars, strings and tuples infos hold
+    are immutable anyway.
+    """
+    return {key: _fresh_value(value) for key, value in info.items()}
+
+
+def _fresh_value(value: Any) -> Any:
+    if isinstance(value, dict):
+        return fresh_info(value)
+    if isinstance(value, (list, set)):
+        return type(value)(_fresh_value(item) for item in value)
+    if isinstance(value, (str, int, float, bool, tuple, bytes, type(None))):
+        return value
+    return copy.deepcopy(value)  # e.g. numpy arrays: mutable, copied whole
+
 
 def action_text(action: Any) -> str:
     """The text of an action, whatever type a policy (or `action_space.sample()`) produced."""
@@ -117,7 +146,7 @@ class TextEnv(gym.Env[str, str]):
             self.failure_kind = failure.kind
             observation, info = self._failure_text(failure), {"failure": failure.kind}
         info = {"task_id": task_id(self.task, self.task_name()), **info}
-        return self._emit(observation), copy.deepcopy(info)
+        return self._emit(observation), fresh_info(info)
 
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
         if self.task is None:
@@ -150,7 +179,7 @@ class TextEnv(gym.Env[str, str]):
             float(result.reward),
             bool(result.terminated),
             bool(result.truncated),
-            copy.deepcopy(info),
+            fresh_info(info),
         )
 
     def render(self) -> str | None:

@@ -113,11 +113,10 @@ class FrozenLakeEnv(TextEnv):
     def act(self, action: str) -> Transition:
         parsed = parse_move(action)
         if parsed.action is None:
-            return Transition(
+            return Transition.invalid(
                 f"Invalid move: {parsed.problem} You did not move. {HOW_TO_ANSWER}\n\n"
                 + self._board_text(),
-                reward=-self.format_penalty if self.format_penalty else 0.0,
-                info={"action_valid": False},
+                self.format_penalty,
             )
         before = self._position()
         _, reward, terminated, _, _ = self.lake.step(parsed.action)

@@ -103,11 +103,10 @@ class GymTextEnv(TextEnv):
         try:
             inner_action = codecs.parse_action(self.inner.action_space, action)
         except codecs.ActionError as error:
-            return Transition(
+            return Transition.invalid(
                 f"Invalid action: {error}. The environment did not advance. {self.how_to_act}\n\n"
                 + self._observation_text(),
-                reward=-self.format_penalty if self.format_penalty else 0.0,
-                info={"action_valid": False},
+                self.format_penalty,
             )
         observation, reward, terminated, truncated, inner_info = self.inner.step(inner_action)
         self.inner_observation = observation

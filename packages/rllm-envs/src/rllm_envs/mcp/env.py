@@ -193,11 +193,7 @@ class MCPEnv(TextEnv):
         return self._run_calls(parsed)
 
     def _invalid(self, message: str) -> Transition:
-        return Transition(
-            f"{message} {FORMAT_HELP}",
-            reward=-self.format_penalty or 0.0,
-            info={"action_valid": False},
-        )
+        return Transition.invalid(f"{message} {FORMAT_HELP}", self.format_penalty)
 
     def _final(self, answer: str) -> Transition:
         if self.grader is None:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import uuid4
 
+from rllm_agents.execution import env_ending
 from rllm_agents.types import TerminationReason
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
 
@@ -73,7 +74,9 @@ class EpisodeOutcome:
 class EpisodeState:
     """What an episode has built so far; kept outside the coroutine so a timeout keeps it."""
 
-    record: TokenRecord = field(default_factory=lambda: TokenRecord(runtime_ids=[], prompt_length=0))
+    record: TokenRecord = field(
+        default_factory=lambda: TokenRecord(runtime_ids=[], prompt_length=0)
+    )
     outcome: EpisodeOutcome = field(default_factory=EpisodeOutcome)
     env: Any = None
 
@@ -88,7 +91,9 @@ class EpisodeState:
             self.env.close()
 
 
-def appended_context(previous: list[dict[str, Any]], updated: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def appended_context(
+    previous: list[dict[str, Any]], updated: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
     """The conversation the next prompt extends: the last prompt plus the agent's reply to it."""
     if updated[: len(previous)] != previous or len(updated) <= len(previous):
         raise PrefixBrokenError(
@@ -134,7 +139,9 @@ class RllmAgentLoop(AgentLoopBase):
             env_thread.shutdown(wait=False)
         return self._output(state.record, state.outcome)
 
-    async def _on_env_thread(self, env_thread: ThreadPoolExecutor, outcome: EpisodeOutcome, call, *args):
+    async def _on_env_thread(
+        self, env_thread: ThreadPoolExecutor, outcome: EpisodeOutcome, call, *args
+    ):
         started = time.perf_counter()
         try:
             return await self.loop.run_in_executor(env_thread, call, *args)
@@ -176,30 +183,28 @@ class RllmAgentLoop(AgentLoopBase):
             if "is_correct" in info:
                 outcome.is_correct = bool(info["is_correct"])
             agent.update_from_env(observation, float(reward), bool(terminated or truncated), info)
-            ended = self._ending(info, terminated, truncated, turn + 1 == source.max_turns)
+            ended = env_ending(info, terminated, truncated)
+            if ended is None and turn + 1 == source.max_turns:
+                ended = TerminationReason.MAX_TURNS
             if ended is not None:
                 outcome.end(ended, failure=str(info["failure"]) if info.get("failure") else None)
                 break
             updated = list(agent.chat_completions)
             previous = appended_context(messages, updated)
             merge, record.response_mask, record.response_logprobs = await self.ct_merge_context_msg(
-                previous, updated, record.runtime_ids, record.response_mask,
-                record.response_logprobs, tools=agent.tools,
+                previous,
+                updated,
+                record.runtime_ids,
+                record.response_mask,
+                record.response_logprobs,
+                tools=agent.tools,
             )
             record.runtime_ids = merge.token_ids
             messages = updated
 
-    @staticmethod
-    def _ending(info: dict[str, Any], terminated: bool, truncated: bool, last_turn: bool):
-        if info.get("failure"):
-            return TerminationReason.ENV_FAILURE
-        if terminated:
-            return TerminationReason.ENV_DONE
-        if truncated:
-            return TerminationReason.ENV_TRUNCATED
-        return TerminationReason.MAX_TURNS if last_turn else None
-
-    async def _generate(self, record: TokenRecord, request_id: str, sampling_params, budget: int, outcome):
+    async def _generate(
+        self, record: TokenRecord, request_id: str, sampling_params, budget: int, outcome
+    ):
         started = time.perf_counter()
         output = await self.server_manager.generate(
             request_id=request_id,
@@ -212,7 +217,10 @@ class RllmAgentLoop(AgentLoopBase):
         if logprobs is None:
             record.response_logprobs = None  # a server without logprobs: verl recomputes them
         merge, record.response_mask, record.response_logprobs = await self.ct_merge_assistant_token(
-            record.runtime_ids, token_ids, record.response_mask, record.response_logprobs,
+            record.runtime_ids,
+            token_ids,
+            record.response_mask,
+            record.response_logprobs,
             assistant_logprobs=logprobs if record.response_logprobs is not None else None,
         )
         record.runtime_ids = merge.token_ids
@@ -224,7 +232,9 @@ class RllmAgentLoop(AgentLoopBase):
         response_mask = record.response_mask[:limit]
         if outcome.failure is not None:
             response_mask = [0] * len(response_mask)
-        logprobs = record.response_logprobs[:limit] if record.response_logprobs is not None else None
+        logprobs = (
+            record.response_logprobs[:limit] if record.response_logprobs is not None else None
+        )
         return AgentLoopOutput(
             prompt_ids=record.runtime_ids[: record.prompt_length],
             response_ids=response_ids,

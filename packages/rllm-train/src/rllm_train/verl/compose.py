@@ -70,7 +70,9 @@ SETTINGS: dict[str, Callable[[VerlRunSpec, RunFiles], Any]] = {
     "algorithm.use_kl_in_reward": lambda s, f: False,
     "critic.enable": lambda s, f: s.advantage_estimator == "gae",
     "data.train_files": lambda s, f: [str(f.train_file)],
-    "data.val_files": lambda s, f: [str(f.val_file) if s.val_env_kwargs is not None else str(f.train_file)],
+    "data.val_files": lambda s, f: [
+        str(f.val_file) if s.val_env_kwargs is not None else str(f.train_file)
+    ],
     "data.train_batch_size": lambda s, f: s.train_batch_size,
     "data.max_prompt_length": lambda s, f: s.max_prompt_tokens,
     "data.max_response_length": lambda s, f: s.max_response_tokens,
@@ -84,13 +86,17 @@ SETTINGS: dict[str, Callable[[VerlRunSpec, RunFiles], Any]] = {
     "actor_rollout_ref.model.lora_alpha": lambda s, f: s.lora_alpha,
     "actor_rollout_ref.actor.strategy": lambda s, f: s.strategy,
     "actor_rollout_ref.actor.optim.lr": lambda s, f: s.learning_rate,
-    "actor_rollout_ref.actor.ppo_mini_batch_size": lambda s, f: s.mini_batch_size or s.train_batch_size,
+    "actor_rollout_ref.actor.ppo_mini_batch_size": lambda s, f: (
+        s.mini_batch_size or s.train_batch_size
+    ),
     "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": lambda s, f: s.micro_batch_size_per_gpu,
     "actor_rollout_ref.actor.use_kl_loss": lambda s, f: s.kl_coef > 0,
     "actor_rollout_ref.actor.kl_loss_coef": lambda s, f: s.kl_coef,
     "actor_rollout_ref.actor.entropy_coeff": lambda s, f: s.entropy_coef,
     "actor_rollout_ref.actor.clip_ratio": lambda s, f: s.clip_ratio,
-    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": lambda s, f: s.micro_batch_size_per_gpu,
+    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": lambda s, f: (
+        s.micro_batch_size_per_gpu
+    ),
     "actor_rollout_ref.rollout.name": lambda s, f: s.rollout_engine,
     "actor_rollout_ref.rollout.mode": lambda s, f: "async",
     "actor_rollout_ref.rollout.n": lambda s, f: s.n_samples,
@@ -99,7 +105,9 @@ SETTINGS: dict[str, Callable[[VerlRunSpec, RunFiles], Any]] = {
     "actor_rollout_ref.rollout.calculate_log_probs": lambda s, f: True,
     "actor_rollout_ref.rollout.tensor_model_parallel_size": lambda s, f: s.tensor_parallel_size,
     "actor_rollout_ref.rollout.gpu_memory_utilization": lambda s, f: s.gpu_memory_utilization,
-    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": lambda s, f: s.micro_batch_size_per_gpu,
+    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": lambda s, f: (
+        s.micro_batch_size_per_gpu
+    ),
     "actor_rollout_ref.rollout.agent.default_agent_loop": lambda s, f: AGENT_LOOP_NAME,
     "actor_rollout_ref.rollout.agent.agent_loop_config_path": lambda s, f: str(f.agent_loop_file),
     "actor_rollout_ref.rollout.agent.num_workers": lambda s, f: s.agent_workers,

@@ -21,8 +21,14 @@ from rllm_train.verl.compose import AGENT_LOOP_NAME
 
 # The columns our agent loop reads (verl passes them through untouched).
 ROW_COLUMNS: tuple[str, ...] = (
-    "rllm_env_id", "rllm_env_kwargs", "rllm_task", "rllm_seed", "rllm_agent", "rllm_max_turns",
-    "rllm_max_tokens_per_turn", "rllm_timeout_s",
+    "rllm_env_id",
+    "rllm_env_kwargs",
+    "rllm_task",
+    "rllm_seed",
+    "rllm_agent",
+    "rllm_max_turns",
+    "rllm_max_tokens_per_turn",
+    "rllm_timeout_s",
 )
 
 

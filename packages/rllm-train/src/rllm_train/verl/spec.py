@@ -44,7 +44,9 @@ class VerlRunSpec:
     model_path: str
     agent: str | None = None  # agent class ("module:Class") or None for the env's registered agent
     env_kwargs: dict[str, Any] = field(default_factory=dict)
-    val_env_kwargs: dict[str, Any] | None = None  # env kwargs selecting validation tasks (None: no validation)
+    val_env_kwargs: dict[str, Any] | None = (
+        None  # env kwargs selecting validation tasks (None: no validation)
+    )
     max_tasks: int | None = None  # cap on training rows (None: every task)
     max_val_tasks: int | None = None  # cap on validation rows (None: every task)
     seed_tasks: int = 64  # rows made of seeds for envs without a task set
@@ -94,18 +96,33 @@ class VerlRunSpec:
 
 
 def _positive(spec: VerlRunSpec, *names: str) -> list[str]:
-    return [f"{name} must be at least 1, got {getattr(spec, name)}" for name in names if getattr(spec, name) < 1]
+    return [
+        f"{name} must be at least 1, got {getattr(spec, name)}"
+        for name in names
+        if getattr(spec, name) < 1
+    ]
 
 
 def validate_spec(spec: VerlRunSpec) -> None:
     """Raise :class:`VerlConfigError` listing every problem (all at once, not the first)."""
     problems = _positive(
-        spec, "train_batch_size", "n_samples", "micro_batch_size_per_gpu", "max_prompt_tokens",
-        "max_response_tokens", "max_turns", "n_gpus_per_node", "nnodes", "tensor_parallel_size",
-        "agent_workers", "total_epochs",
+        spec,
+        "train_batch_size",
+        "n_samples",
+        "micro_batch_size_per_gpu",
+        "max_prompt_tokens",
+        "max_response_tokens",
+        "max_turns",
+        "n_gpus_per_node",
+        "nnodes",
+        "tensor_parallel_size",
+        "agent_workers",
+        "total_epochs",
     )
     if spec.algorithm not in ADVANTAGE_ESTIMATORS:
-        problems.append(f"algorithm {spec.algorithm!r} is not one of {sorted(ADVANTAGE_ESTIMATORS)}")
+        problems.append(
+            f"algorithm {spec.algorithm!r} is not one of {sorted(ADVANTAGE_ESTIMATORS)}"
+        )
     elif spec.advantage_estimator in GROUP_ESTIMATORS and spec.n_samples < 2:
         problems.append(
             f"{spec.algorithm} compares the samples of a task with each other: set n_samples >= 2"
@@ -136,13 +153,19 @@ def validate_spec(spec: VerlRunSpec) -> None:
     if spec.rollout_engine == "vllm" and spec.lora_rank > VLLM_MAX_LORA_RANK:
         problems.append(f"vLLM serves LoRA ranks up to {VLLM_MAX_LORA_RANK}, got {spec.lora_rank}")
     if spec.lora_rank and spec.strategy == "megatron":
-        problems.append("LoRA with the megatron strategy needs verl's mbridge setup; use fsdp/fsdp2")
+        problems.append(
+            "LoRA with the megatron strategy needs verl's mbridge setup; use fsdp/fsdp2"
+        )
     if not 0.0 < spec.gpu_memory_utilization <= 1.0:
-        problems.append(f"gpu_memory_utilization must be in (0, 1], got {spec.gpu_memory_utilization}")
+        problems.append(
+            f"gpu_memory_utilization must be in (0, 1], got {spec.gpu_memory_utilization}"
+        )
     if spec.temperature < 0:
         problems.append(f"temperature must be >= 0, got {spec.temperature}")
     for override in spec.overrides:
         if "=" not in override:
             problems.append(f"verl override {override!r} is not of the form key=value")
     if problems:
-        raise VerlConfigError("the verl backend cannot run this config:\n  - " + "\n  - ".join(problems))
+        raise VerlConfigError(
+            "the verl backend cannot run this config:\n  - " + "\n  - ".join(problems)
+        )

@@ -55,7 +55,9 @@ def _importable(module: str) -> bool:
 
 
 def verl_status() -> VerlStatus:
-    missing = tuple(dist for module, dist in REQUIRED_FOR_TRAINING.items() if not _importable(module))
+    missing = tuple(
+        dist for module, dist in REQUIRED_FOR_TRAINING.items() if not _importable(module)
+    )
     return VerlStatus(version=_installed_version("verl"), missing=missing)
 
 
