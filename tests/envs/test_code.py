@@ -69,6 +69,50 @@ def test_correct_solution_is_rewarded_on_both_backends(code_env):
     assert reward == 1.0
 
 
+SCRIPT_STYLE_SOLUTION = """
+import pickle
+import sys
+
+
+class Point:
+    def __init__(self, x):
+        self.x = x
+
+
+def main():
+    total = sum(map(int, sys.stdin.readline().split()))
+    print(pickle.loads(pickle.dumps(Point(total))).x)
+    exit()
+    print("never printed")
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_script_style_solutions_behave_as_if_run_directly(code_env):
+    # Python runs without `site` in the sandbox; exit()/quit(), __main__ and pickling of the
+    # solution's own classes must still work as in `python3 solution.py`.
+    _, reward, *_ = episode(code_env, ECHO_SUM_TASK, SCRIPT_STYLE_SOLUTION)
+    assert reward == 1.0
+    quitting = "print(sum(map(int, input().split())))\nquit(0)\nprint('extra')"
+    _, reward, *_ = episode(code_env, ECHO_SUM_TASK, quitting)
+    assert reward == 1.0
+    _, reward, *_ = episode(code_env, ADD_TASK, "def add(a, b):\n    exit(a + b)")
+    assert reward == 0.0  # leaving from inside the call is not returning a value
+
+
+def test_solutions_see_the_standard_library_only(code_env):
+    # Neither the host's (bwrap) nor the image's (docker) installed packages are on the path.
+    expected = [{"input": "", "output": "stdlib only\n"}]
+    task = {**ECHO_SUM_TASK, "public_tests": expected, "hidden_tests": expected}
+    probe = "import sys\nextra = [p for p in sys.path if p.endswith('-packages')]\n"
+    probe += "print(extra or 'stdlib only')"
+    _, reward, _, _, info = episode(code_env, task, probe)
+    assert reward == 1.0, info
+
+
 def test_wrong_solution_gets_nothing_and_the_episode_ends(code_env):
     _, reward, terminated, _, info = episode(code_env, ADD_TASK, "def add(a, b):\n    return 3")
     assert reward == 0.0 and terminated and not info["is_correct"]
@@ -81,6 +125,9 @@ def test_info_reports_the_effective_policy(code_env):
     assert policy["backend"] == code_env.backend
     assert policy["cpu_seconds"] == 2 and policy["memory_mb"] == 256
     assert policy["network"] is False and policy["capabilities"] == "none"
+    # bwrap has no cgroup of its own, so its memory limit is per process only (and says so).
+    scope = {"bwrap": "per_process", "docker": "per_process_and_run"}[code_env.backend]
+    assert policy["memory_limit"] == scope
 
 
 def test_fraction_reward_counts_hidden_tests():

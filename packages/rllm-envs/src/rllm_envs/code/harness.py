@@ -49,7 +49,11 @@ class TestReport:
 
 
 def _runner_source() -> bytes:
-    return resources.files("rllm_envs.code").joinpath("function_runner.py").read_bytes()
+    return resources.files("rllm_envs.code").joinpath("runner.py").read_bytes()
+
+
+# How every test starts Python: without `site` (see runner.py for why and what it restores).
+PYTHON = ("python3", "-S", "runner.py")
 
 
 def request_for_test(
@@ -59,14 +63,14 @@ def request_for_test(
     if task["style"] == "stdio":
         solution = (task.get("preamble") or "") + "\n" + code
         return ExecutionRequest(
-            ("python3", "solution.py"),
-            files={"solution.py": solution.encode()},
+            (*PYTHON, "stdio"),
+            files={"runner.py": _runner_source(), "solution.py": solution.encode()},
             stdin=str(test["input"]).encode(),
         )
     return ExecutionRequest(
-        ("python3", "function_runner.py", task["entry_point"]),
+        (*PYTHON, "function", task["entry_point"]),
         files={
-            "function_runner.py": _runner_source(),
+            "runner.py": _runner_source(),
             "preamble.py": (task.get("preamble") or "").encode(),
             "solution.py": code.encode(),
         },

@@ -3,8 +3,9 @@
 Each run gets fresh user, pid, network, IPC, UTS and cgroup namespaces; the host's /usr is
 mounted read-only (nothing else of the host is visible: no /home, /root, /etc, /work); the only
 writable place is a size-capped tmpfs at /scratch. The program runs as the policy's
-unprivileged uid with no capabilities. Killing bubblewrap kills the whole pid namespace, so a
-daemon cannot outlive its run.
+unprivileged uid with no capabilities. The program is the init of its pid namespace, so when it
+exits, or bubblewrap is killed (and takes it along), the kernel kills everything else in the
+namespace: a daemon cannot outlive its run.
 """
 
 from __future__ import annotations
@@ -118,6 +119,9 @@ def bwrap_argv(
     return [
         "bwrap",
         "--unshare-all",  # user, pid, network (loopback only), ipc, uts, cgroup
+        # The program is the pid namespace's init: no reaper process to start and wake per
+        # run, and when it exits the kernel kills whatever it left in the namespace.
+        "--as-pid-1",
         "--die-with-parent",
         "--new-session",
         "--ro-bind", "/usr", "/usr",
@@ -220,4 +224,10 @@ class BwrapSandbox:
             self._egress.close()
 
     def describe(self) -> dict:
-        return {"backend": "bwrap", "seccomp": self.seccomp, **self.policy.describe()}
+        # No cgroup of its own: memory_mb bounds each process, not the run (docs/envs/code.md).
+        return {
+            "backend": "bwrap",
+            "seccomp": self.seccomp,
+            **self.policy.describe(),
+            "memory_limit": "per_process",
+        }

@@ -144,6 +144,8 @@ class DockerSandbox:
         self._idle: list[_Worker] = []
         self._owned: set[str] = set()
         self._closed = False
+        # Containers created so far (the benchmark checks that a cold run starts its own).
+        self.containers_created = 0
         # Runs at close() or garbage collection, and at interpreter exit (atexit) otherwise.
         self._finalizer = weakref.finalize(self, _remove_all, self._client, self._owned)
 
@@ -179,6 +181,8 @@ class DockerSandbox:
                 "sandbox", f"could not create a container: {error}"
             ) from error
         self._owned.add(container.id)
+        with self._lock:
+            self.containers_created += 1
         try:
             # Attach before starting, so not a byte of the server's replies is missed.
             attached = self._client.api.attach_socket(
@@ -286,7 +290,12 @@ class DockerSandbox:
             self._egress.close()
 
     def describe(self) -> dict:
-        return {"backend": "docker", "image": self.image, **self.policy.describe()}
+        return {
+            "backend": "docker",
+            "image": self.image,
+            **self.policy.describe(),
+            "memory_limit": "per_process_and_run",  # RLIMIT_AS and the container's cgroup
+        }
 
     @property
     def container_ids(self) -> frozenset[str]:

@@ -7,30 +7,13 @@ import os
 import selectors
 import signal
 import subprocess
-import threading
 import time
 from collections.abc import Sequence
 
 from rllm_envs.sandbox.execution import ExecutionResult, OutputBuffer
 
-
-def feed_stdin(pipe, payload: bytes) -> threading.Thread:
-    """Write `payload` from a thread: a program that never reads its input must not block us."""
-
-    def write() -> None:
-        try:
-            pipe.write(payload)
-        except (BrokenPipeError, OSError, ValueError):
-            pass  # the program exited or closed its stdin: what it did not read is dropped
-        finally:
-            try:
-                pipe.close()
-            except OSError:
-                pass
-
-    thread = threading.Thread(target=write, name="sandbox-stdin", daemon=True)
-    thread.start()
-    return thread
+# Bytes written to the program's stdin per wake-up (a pipe holds 64 KiB by default).
+_STDIN_CHUNK = 1 << 16
 
 
 def kill_group(process: subprocess.Popen) -> None:
@@ -38,6 +21,55 @@ def kill_group(process: subprocess.Popen) -> None:
         os.killpg(process.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _close(stream) -> None:
+    try:
+        stream.close()
+    except OSError:
+        pass  # the program exited with unread input in the pipe
+
+
+def _pump(process: subprocess.Popen, payload: bytes, output: OutputBuffer, deadline: float) -> bool:
+    """Feed stdin and drain stdout/stderr from one selector until the program has closed its
+    output and taken (or refused) its input, the cap is passed or the deadline comes; True when
+    the deadline came first.
+
+    One loop instead of a writer thread: a program that never reads its input cannot block us,
+    and no thread is started per run.
+    """
+    stdin = process.stdin
+    pending = memoryview(payload)
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ, "stdout")
+        selector.register(process.stderr, selectors.EVENT_READ, "stderr")
+        if pending:
+            os.set_blocking(stdin.fileno(), False)
+            selector.register(stdin, selectors.EVENT_WRITE, "stdin")
+        else:
+            _close(stdin)
+        while selector.get_map():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return True
+            for key, _ in selector.select(remaining):
+                if key.data == "stdin":
+                    try:
+                        pending = pending[os.write(key.fd, pending[:_STDIN_CHUNK]) :]
+                    except BlockingIOError:
+                        continue
+                    except OSError:  # the program closed its stdin or exited: drop the rest
+                        pending = pending[:0]
+                    if not pending:
+                        selector.unregister(stdin)
+                        _close(stdin)
+                    continue
+                data = os.read(key.fd, 65536)
+                if not data:
+                    selector.unregister(key.fileobj)
+                elif not output.add(key.data, data):
+                    return False
+    return False
 
 
 def run_process(
@@ -65,43 +97,26 @@ def run_process(
         start_new_session=True,
         env={"PATH": "/usr/bin:/bin"},
     )
-    if user is not None:
-        # The pipes are the program's stdin/stdout/stderr: let it reopen them by path
-        # (/dev/stdin, /proc/self/fd/0) as programs sometimes do.
-        for pipe in (process.stdin, process.stdout, process.stderr):
-            os.fchown(pipe.fileno(), user, user)
-    writer = feed_stdin(process.stdin, payload)
     output = OutputBuffer(max_output_bytes)
     timed_out = False
-    with selectors.DefaultSelector() as selector:
-        selector.register(process.stdout, selectors.EVENT_READ, "stdout")
-        selector.register(process.stderr, selectors.EVENT_READ, "stderr")
-        try:
-            while selector.get_map():
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    timed_out = True
-                    break
-                for key, _ in selector.select(remaining):
-                    data = os.read(key.fd, 65536)
-                    if not data:
-                        selector.unregister(key.fileobj)
-                    elif not output.add(key.data, data):
-                        break
-                if output.truncated:
-                    break
-            if not timed_out and not output.truncated:
-                # Output closed: the program is done, or it closed its streams and runs on.
-                try:
-                    process.wait(max(deadline - time.monotonic(), 0))
-                except subprocess.TimeoutExpired:
-                    timed_out = True
-        finally:
-            kill_group(process)
-            process.wait()
-            writer.join(1)
-            process.stdout.close()
-            process.stderr.close()
+    try:
+        if user is not None:
+            # The pipes are the program's stdin/stdout/stderr: let it reopen them by path
+            # (/dev/stdin, /proc/self/fd/0) as programs sometimes do.
+            for pipe in (process.stdin, process.stdout, process.stderr):
+                os.fchown(pipe.fileno(), user, user)
+        timed_out = _pump(process, payload, output, deadline)
+        if not timed_out and not output.truncated:
+            # Output closed: the program is done, or it closed its streams and runs on.
+            try:
+                process.wait(max(deadline - time.monotonic(), 0))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+    finally:
+        kill_group(process)
+        process.wait()
+        for pipe in (process.stdin, process.stdout, process.stderr):
+            _close(pipe)
     stopped_by_us = timed_out or output.truncated
     exit_code = -signal.SIGKILL if stopped_by_us else process.returncode
     return output.result(exit_code, timed_out=timed_out, wall_seconds=time.monotonic() - started)
