@@ -5,6 +5,7 @@ from rllm_agents.agents.frozenlake_agent import FrozenLakeAgent
 from rllm_agents.agents.math_agent import MathAgent
 from rllm_agents.agents.registry import AGENTS, agent_for_env
 from rllm_agents.agents.text_agent import TextAgent, drop_thinking
+from rllm_agents.agents.web_agent import WebAgent
 
 __all__ = [
     "AGENTS",
@@ -12,6 +13,7 @@ __all__ = [
     "FrozenLakeAgent",
     "MathAgent",
     "TextAgent",
+    "WebAgent",
     "agent_for_env",
     "drop_thinking",
 ]

@@ -13,6 +13,7 @@ AGENTS: dict[str, str] = {
     "rllm/Math-v0": "rllm_agents.agents.math_agent:MathAgent",
     "rllm/GymText-v0": "rllm_agents.agents.text_agent:TextAgent",
     "rllm/MCP-v0": "rllm_agents.agents.tool_agent:ToolAgent",
+    "rllm/Web-v0": "rllm_agents.agents.web_agent:WebAgent",
 }
 
 

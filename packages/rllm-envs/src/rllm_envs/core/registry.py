@@ -26,6 +26,7 @@ ENV_ENTRIES: tuple[EnvEntry, ...] = (
     EnvEntry("rllm/GymText-v0", "rllm_envs.gymtext:GymTextEnv"),
     EnvEntry("rllm/Code-v0", "rllm_envs.code:CodeEnv", extra="code"),
     EnvEntry("rllm/MCP-v0", "rllm_envs.mcp:MCPEnv", extra="mcp"),
+    EnvEntry("rllm/Web-v0", "rllm_envs.web:WebEnv", extra="web"),
 )
 
 
@@ -40,7 +41,4 @@ def register_envs() -> None:
                 entry_point=entry.entry_point,
                 kwargs=dict(entry.kwargs),
                 max_episode_steps=entry.max_episode_steps,
-
-
-
             )

@@ -1,0 +1,332 @@
+"""`BrowserHost`: one Chromium per process, driven by Playwright on a private event-loop thread.
+
+Playwright objects belong to the thread that made them, while envs are called from anywhere:
+the main thread, the execution engine's worker threads, a vector env's subprocess. So the host
+owns an asyncio loop on a daemon thread and every browser call is a coroutine submitted to
+it with a deadline; envs never touch Playwright objects themselves, and several envs in one
+process run their browser work concurrently on the one loop.
+
+The browser is launched lazily, shared by every env of the process (reference counted: the last
+env to close stops it), and relaunched when it dies. Each episode gets a fresh context (its own
+cookies, storage and cache); spares, one per env, are prepared in the background so a reset
+does not wait for one. Cleanup does not rely on Playwright alone: the browser carries a marker
+switch, and closing the host (or a process exit) kills the marked process group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import glob
+import os
+import secrets
+import shutil
+import threading
+from collections.abc import Awaitable, Callable, Coroutine, Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rllm_envs.core.failures import InfrastructureFailure
+from rllm_envs.web import processes
+
+# Debian's Chromium, headless, with the background services that would reach the network off.
+LAUNCH_ARGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+    "--disable-breakpad",
+    "--disable-dev-shm-usage",
+)
+SYSTEM_BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+# Slack on top of a coroutine's own deadline before the caller gives up on the loop thread.
+LOOP_SLACK_SECONDS = 5.0
+LAUNCH_TIMEOUT_SECONDS = 60.0
+
+
+def bundled_chromium() -> str | None:
+    """Playwright's own Chromium when `playwright install chromium` has put one in its cache."""
+    root = os.environ.get("PLAYWRIGHT_BROWSERS_PATH") or os.path.expanduser(
+        "~/.cache/ms-playwright"
+    )
+    found = sorted(glob.glob(os.path.join(root, "chromium-*", "chrome-linux*", "chrome")))
+    return found[-1] if found else None
+
+
+def find_browser(executable: str | None = None) -> str | None:
+    """The Chromium to launch: `executable`, else Playwright's bundled one, else the system's."""
+    if executable:
+        return executable if os.path.exists(executable) else shutil.which(executable)
+    bundled = bundled_chromium()
+    if bundled:
+        return bundled
+    for name in SYSTEM_BROWSERS:
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+@dataclass
+class Spare:
+    context: Any
+    page: Any
+    data: Any = None  # what the kind's `prepare` returned (e.g. the session it joined)
+
+
+@dataclass(frozen=True)
+class ContextKind:
+    """How an episode's context is set up. Spares are kept per `key`: contexts with the same
+    key are prepared the same way, whichever env made them."""
+
+    key: Hashable
+    viewport: tuple[int, int]
+    prepare: Callable[[Any, Any], Awaitable[Any]]  # (context, page) -> data, before use
+
+
+@dataclass
+class BrowserHost:
+    """The loop thread, the Playwright driver and the browser (see the module docstring)."""
+
+    executable: str
+    serial: str = field(default_factory=lambda: secrets.token_hex(4))  # names the marker
+    owner_pid: int = field(default_factory=os.getpid)
+    closed: bool = False
+    loop: asyncio.AbstractEventLoop | None = None
+    thread: threading.Thread | None = None
+    playwright: Any = None
+    browser: Any = None
+    launches: int = 0
+    spares: dict[Hashable, list[Spare]] = field(default_factory=dict)
+    refills: dict[tuple[Hashable, Hashable], asyncio.Task] = field(default_factory=dict)
+    owners: dict[Hashable, set[Hashable]] = field(default_factory=dict)  # envs per context kind
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def marker(self) -> str:
+        return processes.host_marker(self.owner_pid, self.serial)
+
+    # -- the loop ----------------------------------------------------------------------------
+    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
+        with self.lock:
+            if self.closed:
+                raise InfrastructureFailure("browser", "the browser host has been shut down")
+            if self.loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(
+                    target=loop.run_forever, name=f"rllm-web-browser-{self.serial}", daemon=True
+                )
+                thread.start()
+                self.loop, self.thread = loop, thread
+            return self.loop
+
+    def run(self, coroutine: Coroutine[Any, Any, Any], timeout: float) -> Any:
+        """Run `coroutine` on the host loop; a browser failure if it overruns `timeout`."""
+        loop = self._ensure_loop()
+        future = asyncio.run_coroutine_threadsafe(asyncio.wait_for(coroutine, timeout), loop)
+        try:
+            return future.result(timeout + LOOP_SLACK_SECONDS)
+        except (TimeoutError, concurrent.futures.TimeoutError) as error:
+            future.cancel()
+            # A wedged browser poisons every later call: start over at the next use.
+            self.kill_browser()
+            raise InfrastructureFailure(
+                "browser", f"the browser did not answer within {timeout:.0f} s"
+            ) from error
+
+    def submit(self, coroutine: Coroutine[Any, Any, Any]) -> None:
+        """Run `coroutine` in the background (cleanup that nobody waits for)."""
+        asyncio.run_coroutine_threadsafe(coroutine, self._ensure_loop())
+
+    # -- the browser -------------------------------------------------------------------------
+    async def ensure_browser(self) -> Any:
+        if self.browser is not None and self.browser.is_connected():
+            return self.browser
+        await self._drop_browser()
+        if self.playwright is None:
+            from playwright.async_api import async_playwright
+
+            self.playwright = await async_playwright().start()
+        try:
+            self.browser = await self._launch()
+        except Exception:
+            # The driver itself may be gone (killed with the browser): restart it once.
+            await self._stop_playwright()
+            from playwright.async_api import async_playwright
+
+            self.playwright = await async_playwright().start()
+            self.browser = await self._launch()
+        self.launches += 1
+        return self.browser
+
+    async def _launch(self) -> Any:
+        return await self.playwright.chromium.launch(
+            executable_path=self.executable,
+            args=[*LAUNCH_ARGS, self.marker],
+            timeout=LAUNCH_TIMEOUT_SECONDS * 1000,
+        )
+
+    async def _drop_browser(self) -> None:
+        browser, self.browser, self.spares = self.browser, None, {}
+        if browser is not None:
+            try:
+                await asyncio.wait_for(browser.close(), 5)
+            except Exception:
+                pass  # already dead: the process group is killed below
+        processes.kill_browsers(self.marker)
+
+    async def _stop_playwright(self) -> None:
+        playwright, self.playwright = self.playwright, None
+        if playwright is not None:
+            try:
+                await asyncio.wait_for(playwright.stop(), 5)
+            except Exception:
+                pass
+
+    def alive(self) -> bool:
+        return self.browser is not None and self.browser.is_connected()
+
+    def kill_browser(self) -> None:
+        """Kill the browser now (from any thread); the next episode relaunches it."""
+        processes.kill_browsers(self.marker)
+
+    # -- contexts ----------------------------------------------------------------------------
+    async def _new_spare(self, kind: ContextKind) -> Spare:
+        browser = await self.ensure_browser()
+        width, height = kind.viewport
+        context = await browser.new_context(
+            viewport={"width": width, "height": height}, service_workers="block"
+        )
+        page = await context.new_page()
+        return Spare(context, page, await kind.prepare(context, page))
+
+    async def take_context(self, kind: ContextKind) -> Spare:
+        """A fresh, prepared context and page: a spare when one is ready, else a new one.
+        Call :meth:`refill` once the episode's page is up to prepare the next spare."""
+        await self.ensure_browser()
+        pool = self.spares.setdefault(kind.key, [])
+        in_flight = [task for (key, _), task in self.refills.items() if key == kind.key]
+        if not pool and in_flight:
+            # A spare is on its way: waiting for it beats making another one beside it.
+            await asyncio.wait(
+                [asyncio.shield(task) for task in in_flight], return_when="FIRST_COMPLETED"
+            )
+        spare = pool.pop() if pool else None
+        if spare is None or spare.page.is_closed():
+            spare = await self._new_spare(kind)
+        return spare
+
+    def refill(self, kind: ContextKind, owner: Hashable) -> None:
+        """Prepare a spare for `owner`'s next reset in the background (returns at once). Run
+        after a reset rather than during it, so the two do not compete for the CPU. Each
+        owner (env) keeps at most one spare on the way, so N envs sharing the browser find N
+        spares ready, not one."""
+        slot = (kind.key, owner)
+        if slot not in self.refills:
+            task = asyncio.get_running_loop().create_task(self._refill(kind))
+            self.refills[slot] = task
+            task.add_done_callback(lambda _task: self.refills.pop(slot, None))
+        self.owners.setdefault(kind.key, set()).add(owner)
+
+    def forget(self, owner: Hashable) -> None:
+        """`owner` makes no more episodes: its spares are no longer wanted (any thread)."""
+        for owners in list(self.owners.values()):  # a copy made under the GIL: thread-safe
+            owners.discard(owner)
+
+    async def _refill(self, kind: ContextKind) -> None:
+        try:
+            spare = await self._new_spare(kind)
+        except Exception:
+            return  # the next reset makes its own
+        pool = self.spares.setdefault(kind.key, [])
+        if len(pool) >= len(self.owners.get(kind.key, ())) or not self.alive():
+            await _close_quietly(spare.context)
+        else:
+            pool.append(spare)
+
+    # -- shutdown ----------------------------------------------------------------------------
+    async def _shutdown(self) -> None:
+        for pool in self.spares.values():
+            for spare in pool:
+                await _close_quietly(spare.context)
+        await self._drop_browser()
+        await self._stop_playwright()
+
+    def shutdown(self) -> None:
+        """Close the browser and the driver and stop the loop; kill whatever is left."""
+        if os.getpid() != self.owner_pid:
+            return  # a forked child inherited this host (and its exit hook): not its browser
+        with self.lock:
+            loop, thread = self.loop, self.thread
+            self.loop = self.thread = None
+            self.closed = True
+        if loop is not None:
+            future = asyncio.run_coroutine_threadsafe(self._shutdown(), loop)
+            try:
+                future.result(15)
+            except Exception:
+                pass
+            loop.call_soon_threadsafe(loop.stop)
+            if thread is not None:
+                thread.join(5)
+            if not loop.is_running():
+                loop.close()
+        processes.kill_browsers(self.marker)
+
+
+async def _close_quietly(context: Any) -> None:
+    try:
+        await asyncio.wait_for(context.close(), 5)
+    except Exception:
+        pass
+
+
+@dataclass
+class _ProcessHost:
+    """The process's one host; envs hold references and the last to let go shuts it down. A
+    forked child gets its own (threads and the driver's pipes do not survive a fork)."""
+
+    pid: int = -1
+    host: BrowserHost | None = None
+    users: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def acquire(self, executable: str) -> BrowserHost:
+        with self.lock:
+            if self.host is None or self.pid != os.getpid() or self.host.executable != executable:
+                if self.host is not None and self.pid == os.getpid():
+                    # Another browser binary was asked for: a second host (rare), unshared.
+                    host = BrowserHost(executable)
+                    atexit.register(host.shutdown)
+                    return host
+                self.host, self.pid, self.users = BrowserHost(executable), os.getpid(), 0
+                atexit.register(self.host.shutdown)
+            self.users += 1
+            return self.host
+
+    def release(self, host: BrowserHost) -> None:
+        with self.lock:
+            if host is self.host:
+                self.users -= 1
+                if self.users > 0:
+                    return
+                self.host = None
+        atexit.unregister(host.shutdown)
+        host.shutdown()
+
+
+# Process-wide by design: one browser per process is what makes resets cheap.
+_PROCESS_HOST = _ProcessHost()
+
+
+def acquire_host(executable: str) -> BrowserHost:
+    return _PROCESS_HOST.acquire(executable)
+
+
+def release_host(host: BrowserHost) -> None:
+    _PROCESS_HOST.release(host)
