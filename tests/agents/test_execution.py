@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 import gymnasium as gym
 import pytest
@@ -11,6 +12,7 @@ import rllm_envs  # noqa: F401 - registers the rllm/* ids
 from rllm_agents.agents import FrozenLakeAgent, MathAgent, TextAgent
 from rllm_agents.engines.base import SamplingParams
 from rllm_agents.execution import AgentExecutionEngine
+from rllm_agents.execution.env_slot import INLINE_SAFE_KEY
 from rllm_agents.types import Episode, TerminationReason
 
 pytestmark = pytest.mark.slow  # each test samples from the tiny model (seconds)
@@ -140,6 +142,8 @@ def test_thread_affine_env_stays_on_one_thread(tiny_engine):
         def __init__(self, env):
             super().__init__(env)
             self.home = threading.get_ident()
+            # Thread-bound, unlike the FrozenLake inside: withdraw its inline-safe declaration.
+            self.metadata = {**env.metadata, INLINE_SAFE_KEY: False}
 
         def step(self, action):
             assert threading.get_ident() == self.home, "env used from another thread"
@@ -177,3 +181,28 @@ def test_other_envs(tiny_engine, env_id, agent, kwargs):
     assert all(e.termination_reason != TerminationReason.ERROR for e in episodes), [
         e.error for e in episodes
     ]
+
+
+def test_timed_out_episode_frees_its_local_engine_slot():
+    """A trajectory timeout cancels the model request, which leaves the batch at once."""
+    from rllm_agents.engines.local import LocalEngine
+
+    local = LocalEngine.from_name("tiny", max_batch_size=4)
+    try:
+        engine = frozenlake_engine(
+            local,
+            n_parallel=2,
+            trajectory_timeout=0.5,
+            sampling=SamplingParams(temperature=1.0, max_tokens=6000),
+        )
+        episodes = engine.run(seeds=[0, 1])
+        assert [e.termination_reason for e in episodes] == [TerminationReason.TIMEOUT] * 2
+        deadline = time.monotonic() + 5
+        while local.stats.cancelled < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert local.stats.cancelled == 2
+        generated = local.stats.generated_tokens
+        time.sleep(0.3)
+        assert local.stats.generated_tokens == generated  # nothing decodes for them any more
+    finally:
+        local.close()

@@ -1,8 +1,16 @@
 """A local transformers engine that batches concurrent requests (CPU or CUDA).
 
-Concurrent ``generate`` calls are queued; one worker thread takes up to ``max_batch_size``
-waiting requests at a time and decodes them together in one left-padded batch with a KV
-cache, so N agents waiting on the model cost about one forward pass per token, not N.
+Continuous batching: concurrent ``generate`` calls go to a queue, and one worker thread keeps a
+running batch (:mod:`rllm_agents.engines.running_batch`) of up to ``max_batch_size`` sequences
+over one padded KV cache. Between decode steps it admits waiting requests (their prompts are
+prefilled together and their caches joined to the batch) and retires finished ones, so a
+request never waits for a whole batch to drain and a short answer never holds its slot until
+the longest one is done. N agents waiting on the model cost about one forward pass per token,
+not N. When the worker is idle it waits ``batch_wait_s`` after the first request so that a
+burst of requests starts as one prefill.
+
+Cancellation: a request whose caller gave up (its task was cancelled, e.g. by a trajectory
+timeout) leaves the batch at the next step and frees its slot.
 
 Logprobs: each returned logprob is ``log_softmax(logits / temperature)`` at the sampled token,
 i.e. under the temperature-scaled distribution *before* top-p truncation (the distribution a
@@ -12,7 +20,8 @@ policy-gradient trainer scores with). With ``temperature == 0`` (greedy) it is t
 Completion ids include the EOS token or the tokens that completed a stop string (the model
 generated them and a trainer must learn them); the text leaves both out.
 
-``update_weights`` swaps weights between batches: it waits for the running batch to finish.
+``update_weights`` swaps weights between sequences: it stops admitting requests, waits for the
+running ones to finish, loads the weights, and admission resumes - no sequence mixes policies.
 """
 
 from __future__ import annotations
@@ -20,11 +29,15 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from rllm_agents.engines import running_batch
 from rllm_agents.engines.base import EngineError, ModelOutput, SamplingParams
 from rllm_agents.engines.prompting import prompt_ids_for
+from rllm_agents.engines.running_batch import RunningBatch
+from rllm_agents.engines.sampling import sample_next
 
 _STOP_WORKER = object()
 
@@ -36,28 +49,48 @@ class _Request:
     future: asyncio.Future
     loop: asyncio.AbstractEventLoop
 
+    @property
+    def abandoned(self) -> bool:
+        # Read from the worker thread: a cancelled future never becomes un-cancelled, so a
+        # stale read only delays the drop by one step.
+        return self.future.cancelled()
+
 
 @dataclass
 class BatchStats:
-    """How requests were grouped: `batches` < `requests` means batching happened."""
+    """How requests were grouped.
+
+    ``batches`` counts prefills (groups of requests admitted together): fewer than
+    ``requests`` means requests shared prefills. ``mean_rows_per_pass`` is the mean number of
+    sequences per decode step.
+    """
 
     requests: int = 0
     batches: int = 0
     forward_passes: int = 0
+    decode_passes: int = 0
+    decoded_rows: int = 0
     generated_tokens: int = 0
+    cancelled: int = 0
     batch_sizes: list[int] = field(default_factory=list)
+
+    @property
+    def mean_rows_per_pass(self) -> float:
+        return self.decoded_rows / self.decode_passes if self.decode_passes else 0.0
 
 
 @dataclass
 class _RowState:
-    """Decoding state of one request inside a batch."""
+    """Decoding state of one request inside the running batch."""
 
     request: _Request
+    budget: int
+    generator: Any = None
     completion_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
-    finish_reason: str | None = None
+    finish_reason: str | None = None  # "stop" | "length" | "cancelled"
     stop_text_end: int | None = None  # where the text is cut when a stop string matched
-    generator: Any = None
+    answered: bool = False  # the caller has its result (or gave up)
 
 
 class LocalEngine:
@@ -69,7 +102,7 @@ class LocalEngine:
         tokenizer: Any = None,
         *,
         device: str = "cpu",
-        max_batch_size: int = 16,
+        max_batch_size: int = 32,
         batch_wait_s: float = 0.05,
         dtype: Any = None,
         seed: int = 0,
@@ -94,7 +127,10 @@ class LocalEngine:
         self._context_length = getattr(model.config, "max_position_embeddings", None)
         self._default_generator = torch.Generator(device=self.device).manual_seed(seed)
         self._requests: queue.Queue = queue.Queue()
-        self._model_lock = threading.Lock()
+        # Weight swaps wait for a moment with no running sequence (see update_weights).
+        self._swap = threading.Condition()
+        self._pending_swaps = 0
+        self._decoding = False
         self._worker: threading.Thread | None = None
         self._closed = False
 
@@ -139,21 +175,32 @@ class LocalEngine:
         return await future
 
     def update_weights(self, state_dict_or_model: Any) -> None:
-        """Load new weights (a state dict or a model with the same architecture) between batches."""
+        """Load new weights (a state dict or a model with the same architecture).
+
+        Blocks until every running sequence has finished (none is admitted meanwhile), so each
+        completion comes from one policy.
+        """
         state_dict = (
             state_dict_or_model.state_dict()
             if hasattr(state_dict_or_model, "state_dict")
             else state_dict_or_model
         )
-        with self._model_lock:
-            missing, unexpected = self.model.load_state_dict(state_dict, strict=False)
-            # Tied embeddings may legitimately be absent; any other mismatch is a real error.
-            missing = [k for k in missing if k not in _tied_keys(self.model)]
-            if missing or unexpected:
-                raise ValueError(
-                    f"update_weights: state dict does not match the model "
-                    f"(missing {missing[:5]}, unexpected {list(unexpected)[:5]})"
-                )
+        with self._swap:
+            self._pending_swaps += 1  # the worker stops admitting requests from here on
+            try:
+                while self._decoding:
+                    self._swap.wait()
+                missing, unexpected = self.model.load_state_dict(state_dict, strict=False)
+            finally:
+                self._pending_swaps -= 1
+                self._swap.notify_all()
+        # Tied embeddings may legitimately be absent; any other mismatch is a real error.
+        missing = [k for k in missing if k not in _tied_keys(self.model)]
+        if missing or unexpected:
+            raise ValueError(
+                f"update_weights: state dict does not match the model "
+                f"(missing {missing[:5]}, unexpected {list(unexpected)[:5]})"
+            )
 
     async def aclose(self) -> None:
         self.close()
@@ -176,83 +223,175 @@ class LocalEngine:
             )
             self._worker.start()
 
-    def _next_batch(self) -> tuple[list[_Request], bool]:
-        """Block for one request, then gather whatever else arrives within batch_wait_s."""
-        first = self._requests.get()
-        if first is _STOP_WORKER:
-            return [], True
-        batch = [first]
-        while len(batch) < self.max_batch_size:
-            try:
-                item = self._requests.get(timeout=self.batch_wait_s)
-            except queue.Empty:
-                break
-            if item is _STOP_WORKER:
-                return batch, True
-            batch.append(item)
-        return batch, False
-
     def _serve(self) -> None:
-        stop = False
-        while not stop:
-            batch, stop = self._next_batch()
-            live = [r for r in batch if not r.future.cancelled()]
-            if not live:
-                continue
+        import torch
+
+        # No autograd on the sampling path: the model may be a trainer's, with grads enabled.
+        with torch.inference_mode():
+            self._serve_requests()
+
+    def _serve_requests(self) -> None:
+        waiting: list[_Request] = []
+        batch: RunningBatch | None = None
+        while True:
+            stop = self._collect(waiting, idle=batch is None)
+            if stop:
+                break
             try:
-                with self._model_lock:
-                    outputs = self._decode_batch(live)
+                batch = self._admit(batch, waiting)
+                batch = self._retire(batch)
+                if batch is not None:
+                    self._decode_step(batch)
+                    batch = self._retire(batch)
             except Exception as exc:  # noqa: BLE001 - handed to every waiting caller
                 error = EngineError(f"local generation failed: {type(exc).__name__}: {exc}")
-                for request in live:
-                    _resolve(request, exception=error)
-                continue
-            for request, output in zip(live, outputs, strict=True):
-                _resolve(request, result=output)
-        # Anything queued after close gets a clear error instead of hanging forever.
+                for row in batch.rows if batch is not None else []:
+                    _resolve(row.request, exception=error)
+                batch = None
+            if batch is None:
+                self._set_decoding(False)
+        # Closing ends everything in flight with a clear error instead of a hang.
+        closed = EngineError("LocalEngine is closed")
+        for request in [row.request for row in batch.rows] if batch is not None else []:
+            _resolve(request, exception=closed)
+        for request in waiting:
+            _resolve(request, exception=closed)
         while not self._requests.empty():
             item = self._requests.get_nowait()
             if item is not _STOP_WORKER:
-                _resolve(item, exception=EngineError("LocalEngine is closed"))
+                _resolve(item, exception=closed)
+        self._set_decoding(False)
 
-    def _decode_batch(self, requests: list[_Request]) -> list[ModelOutput]:
+    def _collect(self, waiting: list[_Request], *, idle: bool) -> bool:
+        """Move queued requests to `waiting`; True when the engine is closing.
+
+        Idle with nothing waiting, block for one request, then gather what else arrives within
+        ``batch_wait_s`` so a burst starts as one prefill. Otherwise never block.
+        """
+        if idle and not waiting:
+            first = self._requests.get()
+            if first is _STOP_WORKER:
+                return True
+            waiting.append(first)
+            deadline = time.monotonic() + self.batch_wait_s
+            while len(waiting) < self.max_batch_size:
+                try:
+                    item = self._requests.get(timeout=max(deadline - time.monotonic(), 0))
+                except queue.Empty:
+                    break
+                if item is _STOP_WORKER:
+                    return True
+                waiting.append(item)
+            return False
+        while True:
+            try:
+                item = self._requests.get_nowait()
+            except queue.Empty:
+                return False
+            if item is _STOP_WORKER:
+                return True
+            waiting.append(item)
+
+    def _admit(self, batch: RunningBatch | None, waiting: list[_Request]) -> RunningBatch | None:
+        """Prefill as many waiting requests as fit and join them to the running batch."""
+        live = [r for r in waiting if not r.abandoned]
+        self.stats.cancelled += len(waiting) - len(live)
+        waiting[:] = live
+        if not waiting:
+            return batch
+        if batch is not None and (not batch.compactable or self._pending_swaps):
+            return batch  # static fallback, or a weight swap waits for the batch to drain
+        room = self.max_batch_size - (batch.size if batch is not None else 0)
+        if room <= 0:
+            return batch
+        if batch is None:
+            self._set_decoding(True)
+        chosen, waiting[:] = waiting[:room], waiting[room:]
+        try:
+            cache, attention, logits, compactable = running_batch.prefill(
+                self.model, [r.prompt_ids for r in chosen], self._pad_id, self.device
+            )
+            rows = [
+                _RowState(r, self._token_budget(r), generator=self._generator_for(r.sampling))
+                for r in chosen
+            ]
+            joined = RunningBatch(rows, cache, attention, pending=None, compactable=compactable)
+            self._sample_into(joined, logits)
+        except Exception as exc:  # noqa: BLE001 - only these requests fail; the batch goes on
+            error = EngineError(f"local generation failed: {type(exc).__name__}: {exc}")
+            for request in chosen:
+                _resolve(request, exception=error)
+            return batch
+        self.stats.requests += len(chosen)
+        self.stats.batches += 1
+        self.stats.forward_passes += 1
+        self.stats.batch_sizes.append(len(chosen))
+        if batch is None:
+            return joined
+        try:
+            return running_batch.merge(batch, joined)
+        except Exception as exc:
+            error = EngineError(f"local generation failed: {type(exc).__name__}: {exc}")
+            for request in chosen:
+                _resolve(request, exception=error)
+            raise  # the running batch's cache may be half merged: it fails as well
+
+    def _decode_step(self, batch: RunningBatch) -> None:
+        logits = running_batch.decode(self.model, batch)
+        self.stats.forward_passes += 1
+        self.stats.decode_passes += 1
+        self.stats.decoded_rows += batch.size
+        self._sample_into(batch, logits)
+
+    def _sample_into(self, batch: RunningBatch, logits: Any) -> None:
+        """Sample the next token of every unfinished row; it becomes the row's pending token."""
         import torch
 
-        self.stats.requests += len(requests)
-        self.stats.batches += 1
-        self.stats.batch_sizes.append(len(requests))
-        rows = [_RowState(r, generator=self._generator_for(r.sampling)) for r in requests]
-        max_new = max(self._token_budget(r) for r in requests)
+        live = [i for i, row in enumerate(batch.rows) if row.finish_reason is None]
+        pending = [self._pad_id] * batch.size  # finished rows (static fallback) feed padding
+        if live:
+            rows = [batch.rows[i] for i in live]
+            index = torch.tensor(live, dtype=torch.long, device=logits.device)
+            tokens, logprobs = sample_next(
+                logits.index_select(0, index) if len(live) < batch.size else logits,
+                [row.request.sampling for row in rows],
+                [row.generator for row in rows],
+            )
+            for i, row, token, logprob in zip(live, rows, tokens, logprobs, strict=True):
+                row.completion_ids.append(token)
+                row.logprobs.append(logprob)
+                pending[i] = token
+                self._update_finish(row)
+            self.stats.generated_tokens += len(live)
+        batch.pending = torch.tensor(pending, dtype=torch.long, device=self.device)
 
-        width = max(len(r.prompt_ids) for r in requests)
-        input_ids = torch.full((len(requests), width), self._pad_id, dtype=torch.long)
-        attention = torch.zeros((len(requests), width), dtype=torch.long)
-        for i, r in enumerate(requests):
-            input_ids[i, width - len(r.prompt_ids) :] = torch.tensor(r.prompt_ids)
-            attention[i, width - len(r.prompt_ids) :] = 1
-        input_ids, attention = input_ids.to(self.device), attention.to(self.device)
-        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+    def _retire(self, batch: RunningBatch | None) -> RunningBatch | None:
+        """Answer finished rows, drop them and cancelled ones; None when no row is left."""
+        if batch is None:
+            return None
+        keep = []
+        for i, row in enumerate(batch.rows):
+            if row.request.abandoned and row.finish_reason is None:
+                row.finish_reason = "cancelled"
+                self.stats.cancelled += 1
+            elif row.finish_reason is not None and not row.answered:
+                _resolve(row.request, result=self._finish(row))
+            row.answered = row.finish_reason is not None
+            if not row.answered:
+                keep.append(i)
+        if not keep:
+            return None
+        if not batch.compactable or len(keep) == batch.size:
+            return batch  # static fallback: finished rows ride along until the batch ends
+        return running_batch.keep(batch, keep)
 
-        past = None
-        with torch.inference_mode():
-            for _ in range(max_new):
-                out = self.model(
-                    input_ids=input_ids,
-                    attention_mask=attention,
-                    position_ids=positions,
-                    past_key_values=past,
-                    use_cache=True,
-                )
-                self.stats.forward_passes += 1
-                past = out.past_key_values
-                logits = out.logits[:, -1, :].float()
-                next_ids = self._sample_rows(rows, logits)
-                if all(row.finish_reason for row in rows):
-                    break
-                input_ids = next_ids.unsqueeze(-1).to(self.device)
-                attention = torch.cat([attention, attention.new_ones((len(rows), 1))], dim=-1)
-                positions = positions[:, -1:] + 1
-        return [self._finish(row) for row in rows]
+    def _set_decoding(self, decoding: bool) -> None:
+        with self._swap:
+            if decoding:
+                while self._pending_swaps:
+                    self._swap.wait()
+            self._decoding = decoding
+            self._swap.notify_all()
 
     def _token_budget(self, request: _Request) -> int:
         budget = request.sampling.max_tokens
@@ -266,22 +405,6 @@ class LocalEngine:
         if sampling.seed is None:
             return self._default_generator
         return torch.Generator(device=self.device).manual_seed(sampling.seed)
-
-    def _sample_rows(self, rows: list[_RowState], logits: Any) -> Any:
-        """Pick one token per unfinished row; finished rows get padding (ignored)."""
-        import torch
-
-        chosen = torch.full((len(rows),), self._pad_id, dtype=torch.long)
-        for i, row in enumerate(rows):
-            if row.finish_reason:
-                continue
-            token, logprob = _sample_token(logits[i], row.request.sampling, row.generator)
-            row.completion_ids.append(token)
-            row.logprobs.append(logprob)
-            chosen[i] = token
-            self.stats.generated_tokens += 1
-            self._update_finish(row)
-        return chosen
 
     def _update_finish(self, row: _RowState) -> None:
         sampling = row.request.sampling
@@ -297,7 +420,7 @@ class LocalEngine:
                 row.finish_reason = "stop"
                 row.stop_text_end = min(hits)
                 return
-        if len(row.completion_ids) >= self._token_budget(row.request):
+        if len(row.completion_ids) >= row.budget:
             row.finish_reason = "length"
 
     def _finish(self, row: _RowState) -> ModelOutput:
@@ -314,29 +437,6 @@ class LocalEngine:
             completion_ids=row.completion_ids,
             logprobs=row.logprobs if row.request.sampling.logprobs else [],
         )
-
-
-def _sample_token(logits: Any, sampling: SamplingParams, generator: Any) -> tuple[int, float]:
-    import torch
-
-    if sampling.temperature <= 0:
-        logprobs = torch.log_softmax(logits, dim=-1)
-        token = int(torch.argmax(logits))
-        return token, float(logprobs[token])
-    logprobs = torch.log_softmax(logits / sampling.temperature, dim=-1)
-    probs = logprobs.exp()
-    if sampling.top_p < 1.0:
-        sorted_probs, order = torch.sort(probs, descending=True)
-        # Keep the smallest prefix whose mass reaches top_p (always at least the top token).
-        drop = (sorted_probs.cumsum(-1) - sorted_probs) >= sampling.top_p
-        sorted_probs[drop] = 0.0
-        probs = torch.zeros_like(probs).scatter(0, order, sorted_probs)
-    # Inverse-CDF sampling: one uniform draw, several times faster than multinomial over a
-    # 50k vocabulary and just as exact.
-    cdf = probs.cumsum(-1)
-    draw = torch.rand((), generator=generator, device=probs.device) * cdf[-1]
-    token = min(int(torch.searchsorted(cdf, draw, right=True)), probs.shape[-1] - 1)
-    return token, float(logprobs[token])
 
 
 def _resolve(request: _Request, *, result: Any = None, exception: BaseException | None = None):

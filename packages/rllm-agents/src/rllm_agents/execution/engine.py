@@ -36,7 +36,7 @@ from rllm_agents.chat import (
 )
 from rllm_agents.chat.tool_calls import parse_openai_tool_calls
 from rllm_agents.engines.base import ModelOutput, SamplingParams
-from rllm_agents.execution.env_slot import EnvSlot
+from rllm_agents.execution.env_slot import CALL_POLICIES, EnvSlot
 from rllm_agents.execution.progress import RewardProgress
 from rllm_agents.metrics import summarize_episodes
 from rllm_agents.types import Episode, Step, TerminationReason
@@ -75,6 +75,9 @@ class AgentExecutionEngine:
         seed: task i is reset with seed ``seed + i`` (None: unseeded).
         output_path: stream each finished episode to this JSONL file.
         progress: show a progress bar (None: only when stderr is a terminal).
+        env_calls: where env calls run - ``"auto"`` (each env on its own worker thread, or
+            on the event loop when it declares ``metadata["rllm.inline_safe"]``),
+            ``"thread"`` or ``"inline"`` (see :mod:`rllm_agents.execution.env_slot`).
     """
 
     def __init__(
@@ -94,9 +97,12 @@ class AgentExecutionEngine:
         seed: int | None = 0,
         output_path: str | Path | None = None,
         progress: bool | None = None,
+        env_calls: str = "auto",
     ) -> None:
         if n_parallel < 1 or max_turns < 1:
             raise ValueError("n_parallel and max_turns must be at least 1")
+        if env_calls not in CALL_POLICIES:
+            raise ValueError(f"env_calls must be one of {CALL_POLICIES}, not {env_calls!r}")
         self.agent_factory = agent_factory
         self.env_factory = env_factory
         self.engine = engine
@@ -111,6 +117,7 @@ class AgentExecutionEngine:
         self.seed = seed
         self.output_path = Path(output_path) if output_path else None
         self.progress = progress
+        self.env_calls = env_calls
         self.last_metrics: dict[str, Any] = {}
         self._rewrites_history: bool | None = None
 
@@ -141,7 +148,7 @@ class AgentExecutionEngine:
             self._rewrites_history = template_rewrites_history(self.tokenizer)
         slots: asyncio.Queue[EnvSlot] = asyncio.Queue()
         all_slots = [
-            EnvSlot(self.env_factory, f"rllm-env-{i}")
+            EnvSlot(self.env_factory, f"rllm-env-{i}", self.env_calls)
             for i in range(min(self.n_parallel, len(jobs)))
         ]
         for slot in all_slots:

@@ -1,10 +1,22 @@
-"""`EnvSlot`: one env and the single thread it lives on.
+"""`EnvSlot`: one env and where its calls run.
 
-Env calls block (sandboxes, browsers, graders), so they run off the event loop. Each slot owns
-one worker thread and every call on its env - creation, reset, step, close - runs there. That
-keeps envs that are not thread-safe (Playwright's sync API, for one) on the thread that made
-them for their whole life, with nothing for the env to declare. A slot reuses its env across
-tasks; after an env error or a timed-out call the env is abandoned and a fresh one is made.
+Env calls may block (sandboxes, browsers, graders), so by default they run off the event loop:
+each slot owns one worker thread and every call on its env - creation, reset, step, close - runs
+there. That keeps envs that are not thread-safe (Playwright's sync API, for one) on the thread
+that made them for their whole life, with nothing for the env to declare.
+
+An env whose calls take microseconds (a grid world, a text game) pays more for the thread hop
+than for the call: two GIL hand-offs per step, each up to a switch interval (5 ms) while the
+event loop is busy, across hundreds of envs. Such an env declares
+``metadata["rllm.inline_safe"] = True`` - "my calls never block and may come from any
+thread" - and, once made on its worker, is called directly on the event loop.
+
+``calls`` picks the policy per slot: ``"auto"`` (the default: thread, inline once the env
+declares itself inline-safe), ``"thread"`` or ``"inline"`` (everything on the event loop,
+creation included).
+
+A slot reuses its env across tasks; after an env error or a timed-out call the env is
+abandoned and a fresh one is made.
 """
 
 from __future__ import annotations
@@ -16,24 +28,53 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+INLINE_SAFE_KEY = "rllm.inline_safe"
+CALL_POLICIES = ("auto", "thread", "inline")
+
+
+def declares_inline_safe(env: Any) -> bool:
+    """Whether the env says its calls are cheap and thread-agnostic (wrappers pass it through)."""
+    return bool((getattr(env, "metadata", None) or {}).get(INLINE_SAFE_KEY, False))
+
 
 class EnvSlot:
-    def __init__(self, env_factory: Callable[[], Any], name: str) -> None:
+    def __init__(self, env_factory: Callable[[], Any], name: str, calls: str = "auto") -> None:
+        if calls not in CALL_POLICIES:
+            raise ValueError(f"calls must be one of {CALL_POLICIES}, not {calls!r}")
         self._env_factory = env_factory
         self._name = name
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+        self._policy = calls
+        self._executor = self._new_executor()
+        self._thread_running = False
         self._env: Any = None
+        self._inline = False
+
+    @property
+    def inline(self) -> bool:
+        """True when calls on the current env run directly on the event loop."""
+        return self._inline
 
     async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        """``env.<method>(*args, **kwargs)`` on the slot's thread (the env is made on first use)."""
+        """``env.<method>(*args, **kwargs)`` where the slot's policy says (made on first use)."""
+        if self._policy == "inline" or (self._inline and self._env is not None):
+            return self._call_here(method, *args, **kwargs)
         loop = asyncio.get_running_loop()
+        if not self._thread_running:
+            # ThreadPoolExecutor starts its thread inside submit() and waits until that thread
+            # holds the GIL. With hundreds of slots starting together that wait, taken on the
+            # event loop, stalls every agent for seconds; a helper thread pays it instead.
+            await loop.run_in_executor(None, self._executor.submit, _nothing)
+            self._thread_running = True
         return await loop.run_in_executor(
-            self._executor, functools.partial(self._call_on_thread, method, *args, **kwargs)
+            self._executor, functools.partial(self._call_here, method, *args, **kwargs)
         )
 
-    def _call_on_thread(self, method: str, *args: Any, **kwargs: Any) -> Any:
+    def _call_here(self, method: str, *args: Any, **kwargs: Any) -> Any:
         if self._env is None:
             self._env = self._env_factory()
+            self._inline = self._policy == "inline" or (
+                self._policy == "auto" and declares_inline_safe(self._env)
+            )
         return getattr(self._env, method)(*args, **kwargs)
 
     def discard(self) -> None:
@@ -41,21 +82,33 @@ class EnvSlot:
 
         Never waits: a call that hangs in the env must not hang the run.
         """
-        old_executor, old_env = self._executor, self._env
-        self._env = None
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=self._name)
-        if old_env is not None:
+        old_executor, old_env, was_inline = self._executor, self._env, self._inline
+        self._env, self._inline = None, False
+        self._executor, self._thread_running = self._new_executor(), False
+        if old_env is not None and was_inline:
+            _close_quietly(old_env)  # an inline env has no call in flight anywhere
+        elif old_env is not None:
             old_executor.submit(_close_quietly, old_env)
         old_executor.shutdown(wait=False)
 
     async def aclose(self) -> None:
-        """Close the env on its thread and stop the thread."""
+        """Close the env (on its thread unless it runs inline) and stop the thread."""
         if self._env is not None:
             env, self._env = self._env, None
-            loop = asyncio.get_running_loop()
-            with contextlib.suppress(Exception):
-                await loop.run_in_executor(self._executor, _close_quietly, env)
+            if self._inline:
+                _close_quietly(env)
+            else:
+                loop = asyncio.get_running_loop()
+                with contextlib.suppress(Exception):
+                    await loop.run_in_executor(self._executor, _close_quietly, env)
         self._executor.shutdown(wait=False)
+
+    def _new_executor(self) -> ThreadPoolExecutor:
+        return ThreadPoolExecutor(max_workers=1, thread_name_prefix=self._name)
+
+
+def _nothing() -> None:
+    """Submitted once to make the executor start its thread."""
 
 
 def _close_quietly(env: Any) -> None:

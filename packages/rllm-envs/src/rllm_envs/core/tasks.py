@@ -19,6 +19,7 @@ A ``column_map`` renames the source's columns to the names the env reads, e.g.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -154,7 +155,9 @@ class TaskSources:
                 raise ValueError(
                     f"no shipped task set {name!r}; choose from {sorted(self.shipped)}"
                 )
-            return read_task_file(self.shipped[name])
+            path = Path(self.shipped[name])
+            stat = path.stat()
+            return list(_shipped_rows(path, (stat.st_mtime_ns, stat.st_size)))
         loaders: Mapping[str, Callable[[str, str], list[Row]]] = {
             "hf": _load_hf,
             "registry": _load_registry,
@@ -162,6 +165,15 @@ class TaskSources:
         if rest and scheme in loaders:
             return loaders[scheme](rest, split)
         return read_task_file(source)
+
+
+@functools.lru_cache(maxsize=16)
+def _shipped_rows(path: Path, stamp: tuple[int, int]) -> tuple[Row, ...]:
+    # Every env instance of a kind reads the same shipped file; with hundreds of envs made in
+    # parallel the re-parsing dominated env creation. Parsed once per process; `stamp`
+    # (mtime, size) reloads an edited file. TaskSources.load copies each row before use.
+    del stamp
+    return tuple(read_task_file(path))
 
 
 def rename_columns(row: Mapping[str, Any], column_map: Mapping[str, str] | None) -> Row:

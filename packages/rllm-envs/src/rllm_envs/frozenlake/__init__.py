@@ -51,6 +51,7 @@ max_turns=None, format_penalty=0.0, column_map=None, render_mode=None)``
 
 ``info`` holds ``task_id``, ``turn``, ``action_valid``, ``move`` (the move made), ``size`` and
 ``slippery`` at reset, and ``is_correct`` when the episode terminates.
+``metadata["rllm.inline_safe"]`` is True: calls never block and may come from any thread.
 
 ## Solvers
 ``rllm_envs.frozenlake.solver`` has pure solvers (``shortest_path``, ``best_policy``) and

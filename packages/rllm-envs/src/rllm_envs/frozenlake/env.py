@@ -47,6 +47,10 @@ def default_max_turns(size: int, slippery: bool) -> int:
 class FrozenLakeEnv(TextEnv):
     """See the package docstring (`rllm_envs.frozenlake`) for the full contract."""
 
+    # Steps take microseconds and touch no thread-bound resource: rllm-agents' execution
+    # engine may call them on its event loop instead of paying a thread hop per step.
+    metadata = {**TextEnv.metadata, "rllm.inline_safe": True}
+
     def __init__(
         self,
         tasks: Any = "shipped:train",

@@ -1,0 +1,112 @@
+"""Where env calls run: worker threads by default, the event loop for inline-safe envs."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import gymnasium as gym
+import pytest
+import rllm_envs  # noqa: F401 - registers the rllm/* ids
+from rllm_agents.agents import FrozenLakeAgent
+from rllm_agents.engines.openai import OpenAIEngine
+from rllm_agents.execution import AgentExecutionEngine
+from rllm_agents.execution.env_slot import INLINE_SAFE_KEY, declares_inline_safe
+from rllm_agents.testing.fault_server import FaultServer
+from rllm_agents.types import TerminationReason
+
+
+class ThreadRecorder(gym.Wrapper):
+    """FrozenLake that records which thread made it and ran each of its calls."""
+
+    def __init__(self, log: list[list[tuple[str, int]]], inline_safe: bool) -> None:
+        super().__init__(gym.make("rllm/FrozenLake-v0"))
+        self.metadata = {**self.env.metadata, INLINE_SAFE_KEY: inline_safe}
+        self.calls = [("make", threading.get_ident())]
+        log.append(self.calls)
+
+    def reset(self, **kwargs):
+        self.calls.append(("reset", threading.get_ident()))
+        return super().reset(**kwargs)
+
+    def step(self, action):
+        self.calls.append(("step", threading.get_ident()))
+        return super().step(action)
+
+    def close(self):
+        self.calls.append(("close", threading.get_ident()))
+        return super().close()
+
+
+def rollout(inline_safe: bool, env_calls: str = "auto", episodes: int = 6):
+    """Run FrozenLake episodes on 3 slots; returns (episodes, per-env call logs, loop thread)."""
+    log: list[list[tuple[str, int]]] = []
+
+    async def run():
+        with FaultServer(completion="`Down`") as server:
+            client = OpenAIEngine(server.base_url, "canned", max_retries=0)
+            engine = AgentExecutionEngine(
+                FrozenLakeAgent,
+                lambda: ThreadRecorder(log, inline_safe),
+                client,
+                n_parallel=3,
+                max_turns=3,
+                progress=False,
+                env_calls=env_calls,
+            )
+            try:
+                result = await engine.execute_tasks(
+                    [{"map": ["SFFF", "FFFF", "FFFF", "FFFG"]}] * episodes
+                )
+            finally:
+                await client.aclose()
+        return result, threading.get_ident()
+
+    episodes_out, loop_thread = asyncio.run(run())
+    assert [e.termination_reason for e in episodes_out] == [TerminationReason.MAX_TURNS] * episodes
+    assert len(log) == 3  # one env per slot, reused across its tasks
+    return log, loop_thread
+
+
+def threads_of(calls, *methods):
+    return {thread for method, thread in calls if method in methods}
+
+
+def test_frozenlake_declares_itself_inline_safe():
+    assert declares_inline_safe(gym.make("rllm/FrozenLake-v0"))  # through gym.make's wrappers
+    assert not declares_inline_safe(gym.make("CartPole-v1"))
+
+
+def test_inline_safe_env_is_made_on_a_worker_then_stepped_on_the_loop():
+    log, loop_thread = rollout(inline_safe=True)
+    for calls in log:
+        assert threads_of(calls, "make") != {loop_thread}  # creation may block: a worker
+        assert threads_of(calls, "step") == {loop_thread}
+        assert threads_of(calls, "close") == {loop_thread}
+
+
+def test_other_envs_keep_one_worker_thread_for_life():
+    log, loop_thread = rollout(inline_safe=False)
+    workers = []
+    for calls in log:
+        (worker,) = threads_of(calls, "make", "reset", "step", "close")
+        assert worker != loop_thread
+        workers.append(worker)
+    assert len(set(workers)) == 3  # each env has its own thread
+
+
+def test_thread_policy_overrides_the_declaration():
+    log, loop_thread = rollout(inline_safe=True, env_calls="thread")
+    for calls in log:
+        assert loop_thread not in threads_of(calls, "make", "reset", "step", "close")
+
+
+def test_inline_policy_runs_everything_on_the_loop():
+    log, loop_thread = rollout(inline_safe=False, env_calls="inline")
+    for calls in log:
+        assert threads_of(calls, "make", "reset", "step", "close") == {loop_thread}
+
+
+def test_unknown_policy_is_refused():
+    with pytest.raises(ValueError, match="env_calls"):
+        AgentExecutionEngine(FrozenLakeAgent, lambda: None, None, env_calls="fork")
