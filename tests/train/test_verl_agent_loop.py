@@ -77,7 +77,9 @@ class HangsEnv(SandboxDiesEnv):
 
 FAILING_ID, HANGING_ID, HANG_SECONDS = "rllm-test/SandboxDies-v0", "rllm-test/Hangs-v0", 8.0
 for env_id, env_class in (
-    (COUNTING_ID, CountingEnv), (FAILING_ID, SandboxDiesEnv), (HANGING_ID, HangsEnv)
+    (COUNTING_ID, CountingEnv),
+    (FAILING_ID, SandboxDiesEnv),
+    (HANGING_ID, HangsEnv),
 ):
     if env_id not in gym.registry:
         gym.register(env_id, entry_point=env_class)
@@ -113,7 +115,11 @@ class Rollout:
 def _agents_ready() -> bool:
     return all(
         importlib.util.find_spec(name) is not None
-        for name in ("rllm_agents.models", "rllm_agents.engines.local", "rllm_agents.agents.registry")
+        for name in (
+            "rllm_agents.models",
+            "rllm_agents.engines.local",
+            "rllm_agents.agents.registry",
+        )
     )
 
 
@@ -133,10 +139,21 @@ def run_worker(
     from verl.utils.dataset.rl_dataset import collate_fn
 
     spec = VerlRunSpec(
-        env_id=env_id, model_path=str(model_path), output_dir=str(output_dir), algorithm=algorithm,
-        train_batch_size=tasks, n_samples=samples, max_turns=4, max_tokens_per_turn=TURN_TOKENS,
-        max_prompt_tokens=PROMPT_LENGTH, max_response_tokens=RESPONSE_LENGTH, n_gpus_per_node=1,
-        micro_batch_size_per_gpu=1, agent_workers=1, temperature=1.0, **changes,
+        env_id=env_id,
+        model_path=str(model_path),
+        output_dir=str(output_dir),
+        algorithm=algorithm,
+        train_batch_size=tasks,
+        n_samples=samples,
+        max_turns=4,
+        max_tokens_per_turn=TURN_TOKENS,
+        max_prompt_tokens=PROMPT_LENGTH,
+        max_response_tokens=RESPONSE_LENGTH,
+        n_gpus_per_node=1,
+        micro_batch_size_per_gpu=1,
+        agent_workers=1,
+        temperature=1.0,
+        **changes,
     )
     prepared = prepare_run(spec)
     files = write_run_files(prepared)
@@ -149,8 +166,11 @@ def run_worker(
     # The first training batch exactly as verl's trainer loads it from the composed config.
     dataset = create_rl_dataset(config.data.train_files, config.data, tokenizer, None)
     loader = StatefulDataLoader(
-        dataset, batch_size=config.data.train_batch_size, collate_fn=collate_fn,
-        sampler=create_rl_sampler(config.data, dataset), drop_last=True,
+        dataset,
+        batch_size=config.data.train_batch_size,
+        collate_fn=collate_fn,
+        sampler=create_rl_sampler(config.data, dataset),
+        drop_last=True,
     )
     batch = DataProto.from_single_dict(next(iter(loader)))
     assert str(files.train_file) in list(config.data.train_files)
@@ -167,7 +187,9 @@ def run_worker(
 
 @pytest.fixture(scope="module")
 def rollout(request, tmp_path_factory):
-    return run_worker(request, tmp_path_factory.mktemp("run"), COUNTING_ID, tasks=2, samples=2, algorithm="grpo")
+    return run_worker(
+        request, tmp_path_factory.mktemp("run"), COUNTING_ID, tasks=2, samples=2, algorithm="grpo"
+    )
 
 
 def _episodes(client):
@@ -203,7 +225,8 @@ def test_model_tokens_are_masked_in_and_env_tokens_out(rollout):
         logprobs = batch["rollout_log_probs"][row][mask]
         # Each row is exactly one recorded episode: its completions, in order, are the 1-tokens.
         matches = [
-            turns for turns in episodes
+            turns
+            for turns in episodes
             if [token for _, ids, _, _ in turns for token in ids] == generated
         ]
         assert matches, f"row {row}: masked tokens are not one episode's completions"
@@ -237,7 +260,9 @@ def test_reward_sits_on_the_last_response_token(rollout):
         expected = counting_reward(target)
         assert scores[row, last[row]].item() == pytest.approx(expected)
         assert scores[row].abs().sum().item() == pytest.approx(abs(expected))
-    assert list(output.non_tensor_batch["rllm_seed"]) == list(repeated.non_tensor_batch["rllm_seed"])
+    assert list(output.non_tensor_batch["rllm_seed"]) == list(
+        repeated.non_tensor_batch["rllm_seed"]
+    )
 
 
 def test_verls_trainer_computes_grpo_advantages_on_the_batch(rollout):
@@ -287,17 +312,25 @@ def test_advantages_and_losses_match_the_native_backend_on_the_same_batch(rollou
     log_prob = old_log_prob + shift
     actor_config = omega_conf_to_dataclass(rollout.config.actor_rollout_ref.actor)
     verl_loss, _ = get_policy_loss_fn(actor_config.policy_loss.loss_mode)(
-        old_log_prob=old_log_prob, log_prob=log_prob, advantages=batch.batch["advantages"],
-        response_mask=mask, loss_agg_mode=actor_config.loss_agg_mode, config=actor_config,
+        old_log_prob=old_log_prob,
+        log_prob=log_prob,
+        advantages=batch.batch["advantages"],
+        response_mask=mask,
+        loss_agg_mode=actor_config.loss_agg_mode,
+        config=actor_config,
     )
-    native_loss, _ = algorithms.policy_loss(settings, old_log_prob, log_prob, native_advantages, mask)
+    native_loss, _ = algorithms.policy_loss(
+        settings, old_log_prob, log_prob, native_advantages, mask
+    )
     assert torch.allclose(verl_loss, native_loss)
     if algorithm == "reinforce_plus_plus":  # batch-normalised: the two tasks' rewards differ
         assert verl_loss.item() != 0.0
 
 
 def test_an_infrastructure_failure_trains_nothing_and_is_reported(request, tmp_path):
-    rollout = run_worker(request, tmp_path, FAILING_ID, tasks=1, samples=1, algorithm="reinforce_plus_plus")
+    rollout = run_worker(
+        request, tmp_path, FAILING_ID, tasks=1, samples=1, algorithm="reinforce_plus_plus"
+    )
     output = rollout.output
     assert list(output.non_tensor_batch["rllm_failure"]) == ["sandbox_died"]
     assert list(output.non_tensor_batch["rllm_termination"]) == ["env_failure"]
@@ -309,7 +342,12 @@ def test_an_infrastructure_failure_trains_nothing_and_is_reported(request, tmp_p
 
 def test_an_episode_past_its_time_limit_ends_without_holding_the_batch(request, tmp_path):
     rollout = run_worker(
-        request, tmp_path, HANGING_ID, tasks=1, samples=1, algorithm="reinforce_plus_plus",
+        request,
+        tmp_path,
+        HANGING_ID,
+        tasks=1,
+        samples=1,
+        algorithm="reinforce_plus_plus",
         episode_timeout_s=1.0,
     )
     assert rollout.seconds < HANG_SECONDS / 2  # the batch did not wait for the env

@@ -20,7 +20,9 @@ DEFAULT_TASK = "rllm_train.default_task:rllm_train/Arithmetic-v0"  # rllm-train'
 
 def spec_for(tmp_path, **changes) -> VerlRunSpec:
     return VerlRunSpec(
-        env_id=FROZENLAKE, model_path=str(tmp_path / "model"), output_dir=str(tmp_path / "run"),
+        env_id=FROZENLAKE,
+        model_path=str(tmp_path / "model"),
+        output_dir=str(tmp_path / "run"),
         **changes,
     )
 
@@ -29,10 +31,20 @@ def spec_for(tmp_path, **changes) -> VerlRunSpec:
 def prepared(tmp_path_factory):
     root = tmp_path_factory.mktemp("verl")
     spec = VerlRunSpec(
-        env_id=FROZENLAKE, model_path=str(root / "model"), output_dir=str(root / "run"),
-        algorithm="grpo", train_batch_size=16, n_samples=4, max_prompt_tokens=768,
-        max_response_tokens=1536, lora_rank=32, rollout_engine="sglang", max_tasks=64,
-        val_env_kwargs={"tasks": "shipped:test"}, n_gpus_per_node=8, nnodes=2,
+        env_id=FROZENLAKE,
+        model_path=str(root / "model"),
+        output_dir=str(root / "run"),
+        algorithm="grpo",
+        train_batch_size=16,
+        n_samples=4,
+        max_prompt_tokens=768,
+        max_response_tokens=1536,
+        lora_rank=32,
+        rollout_engine="sglang",
+        max_tasks=64,
+        val_env_kwargs={"tasks": "shipped:test"},
+        n_gpus_per_node=8,
+        nnodes=2,
         loggers=("console", "tensorboard"),
     )
     return prepare_run(spec)
@@ -44,7 +56,10 @@ def test_composed_config_carries_our_settings_through_verls_dataclasses(prepared
     config = prepared.config
     rollout = omega_conf_to_dataclass(config.actor_rollout_ref.rollout)
     assert (rollout.name, rollout.n, rollout.prompt_length, rollout.response_length) == (
-        "sglang", 4, 768, 1536,
+        "sglang",
+        4,
+        768,
+        1536,
     )
     assert rollout.agent.default_agent_loop == AGENT_LOOP_NAME
     assert omega_conf_to_dataclass(config.algorithm).adv_estimator == "grpo"
@@ -103,7 +118,9 @@ def test_too_few_tasks_for_a_batch_is_a_config_error(tmp_path):
 
 def test_version_checks():
     assert verl_status().supported  # the project's environment has the verified verl
-    with pytest.raises(VerlUnavailableError, match="not installed: pip install 'rllm-train\\[verl\\]'"):
+    with pytest.raises(
+        VerlUnavailableError, match="not installed: pip install 'rllm-train\\[verl\\]'"
+    ):
         check_status(VerlStatus(version=None, missing=()))
     with pytest.raises(VerlUnavailableError, match="verified with verl 0.9.1 but verl 0.8.2"):
         check_status(VerlStatus(version="0.8.2", missing=()))
@@ -140,12 +157,25 @@ def test_rows_of_an_env_without_a_task_set_are_seeds(tmp_path):
     sources = episode_sources(
         "Blackjack-v1", {}, agent=None, max_turns=3, max_tasks=None, seed_tasks=5, seed=100
     )
-    assert [(source.task, source.seed) for source in sources] == [(None, s) for s in range(100, 105)]
-    row = from_verl_row(json.loads(json.dumps(
-        {"rllm_env_id": "Blackjack-v1", "rllm_env_kwargs": "{}", "rllm_task": "", "rllm_seed": 7,
-         "rllm_agent": "", "rllm_max_turns": 3, "rllm_max_tokens_per_turn": 0,
-         "rllm_timeout_s": 0.0}
-    )))
+    assert [(source.task, source.seed) for source in sources] == [
+        (None, s) for s in range(100, 105)
+    ]
+    row = from_verl_row(
+        json.loads(
+            json.dumps(
+                {
+                    "rllm_env_id": "Blackjack-v1",
+                    "rllm_env_kwargs": "{}",
+                    "rllm_task": "",
+                    "rllm_seed": 7,
+                    "rllm_agent": "",
+                    "rllm_max_turns": 3,
+                    "rllm_max_tokens_per_turn": 0,
+                    "rllm_timeout_s": 0.0,
+                }
+            )
+        )
+    )
     assert row.task is None and row.seed == 7 and row.agent is None
 
 
@@ -178,7 +208,9 @@ def test_dry_run_prints_config_and_data_layout(prepared):
 @pytest.mark.parametrize("env_id", [*rllm_envs.ENV_IDS, DEFAULT_TASK])
 def test_dry_run_works_for_every_built_in_env(tmp_path, env_id):
     spec = VerlRunSpec(
-        env_id=env_id, model_path=str(tmp_path / "model"), output_dir=str(tmp_path / "run"),
+        env_id=env_id,
+        model_path=str(tmp_path / "model"),
+        output_dir=str(tmp_path / "run"),
         max_tasks=16,
     )
     text = describe(prepare_run(spec))
@@ -212,13 +244,26 @@ def test_an_rllm_train_config_maps_onto_verl(tmp_path):
     from rllm_train.verl import dry_run
     from rllm_train.verl.from_config import spec_from_config
 
-    config = build_config(overrides=[
-        "trainer.backend=verl", f"model.name={tmp_path / 'model'}", f"trainer.output={tmp_path}",
-        "env.id=rllm/FrozenLake-v0", "env.kwargs.tasks=shipped:test", "rollout.tasks_per_step=8",
-        "rollout.n=4", "rollout.max_turns=5", "rollout.max_response_tokens=64",
-        "rollout.max_prompt_tokens=2048", "algorithm.name=rloo", "trainer.steps=12",
-        "trainer.lr=3e-6", "model.lora_rank=16", "trainer.val_every=4", "trainer.val_tasks=10",
-    ])
+    config = build_config(
+        overrides=[
+            "trainer.backend=verl",
+            f"model.name={tmp_path / 'model'}",
+            f"trainer.output={tmp_path}",
+            "env.id=rllm/FrozenLake-v0",
+            "env.kwargs.tasks=shipped:test",
+            "rollout.tasks_per_step=8",
+            "rollout.n=4",
+            "rollout.max_turns=5",
+            "rollout.max_response_tokens=64",
+            "rollout.max_prompt_tokens=2048",
+            "algorithm.name=rloo",
+            "trainer.steps=12",
+            "trainer.lr=3e-6",
+            "model.lora_rank=16",
+            "trainer.val_every=4",
+            "trainer.val_tasks=10",
+        ]
+    )
     spec = spec_from_config(config)
     assert (spec.train_batch_size, spec.n_samples, spec.total_steps) == (8, 4, 12)
     assert (spec.max_tokens_per_turn, spec.max_turns, spec.max_response_tokens) == (64, 5, 2048)
@@ -253,11 +298,20 @@ def test_a_launch_without_gpus_stops_before_ray_with_what_to_do(tmp_path, monkey
 def test_verls_sampling_params_map_onto_rllm_engines():
     from rllm_train.verl.engine_server import sampling_from_verl
 
-    verl_params = {"temperature": 0.7, "top_p": 0.9, "top_k": -1, "repetition_penalty": 1.0,
-                   "logprobs": True, "max_tokens": 12}
+    verl_params = {
+        "temperature": 0.7,
+        "top_p": 0.9,
+        "top_k": -1,
+        "repetition_penalty": 1.0,
+        "logprobs": True,
+        "max_tokens": 12,
+    }
     sampling = sampling_from_verl(verl_params, default_max_tokens=99)
     assert (sampling.temperature, sampling.top_p, sampling.max_tokens, sampling.logprobs) == (
-        0.7, 0.9, 12, True,
+        0.7,
+        0.9,
+        12,
+        True,
     )
     assert sampling_from_verl({"temperature": 0}, default_max_tokens=99).max_tokens == 99
     with pytest.raises(ValueError, match="top_k=20 is not supported"):

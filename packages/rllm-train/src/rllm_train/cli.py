@@ -81,7 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-progress", action="store_true", help="no progress bar (e.g. in CI logs)"
     )
     parser.add_argument(
-        "--dry-run", action="store_true", help="check and print the config, then stop"
+        "--dry-run",
+        action="store_true",
+        help="check and print the config, then stop (--backend verl: the verl trainer config "
+        "composed from it and the data layout)",
     )
     parser.add_argument("overrides", nargs="*", metavar="section.key=value")
     return parser
@@ -127,6 +130,25 @@ def _run_verl(config: TrainConfig) -> None:
 BACKEND_RUNNERS = {"native": _run_native, "verl": _run_verl}
 
 
+def _dry_run_native(config: TrainConfig) -> None:
+    import yaml
+
+    print(yaml.safe_dump(config.to_dict(), sort_keys=False), end="")
+
+
+def _dry_run_verl(config: TrainConfig) -> None:
+    # verl composes and validates its own trainer config from ours: printing that (and the
+    # data layout) checks far more than echoing our config. Without verl installed this
+    # raises VerlUnavailableError, a ConfigError that says what to install.
+    from rllm_train import verl as verl_backend
+
+    print(verl_backend.dry_run(config), end="")
+
+
+# --dry-run: check the config as the backend would, print it, start nothing slow.
+DRY_RUNS = {"native": _dry_run_native, "verl": _dry_run_verl}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -138,13 +160,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as error:
         print(f"rllm-train: bad config: {error}", file=sys.stderr)
         return 2
-    if args.dry_run:
-        import yaml
-
-        print(yaml.safe_dump(config.to_dict(), sort_keys=False), end="")
-        return 0
+    actions = DRY_RUNS if args.dry_run else BACKEND_RUNNERS
     try:
-        BACKEND_RUNNERS[config.trainer.backend](config)
+        actions[config.trainer.backend](config)
     except ConfigError as error:
         print(f"rllm-train: bad config: {error}", file=sys.stderr)
         return 2

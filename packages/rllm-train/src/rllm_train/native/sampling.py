@@ -57,9 +57,18 @@ def sample_batch(
         output_scores=True,
         return_dict_in_generate=True,
     )
-    generated = output.sequences[:, width:].cpu()
-    scores = torch.stack(output.scores, dim=1).float().cpu()  # (batch, new, vocab)
-    logprobs = torch.log_softmax(scores, dim=-1).gather(-1, generated.unsqueeze(-1)).squeeze(-1)
+    generated = output.sequences[:, width:]
+    # One position at a time: stacking the scores and taking a full log-softmax would hold two
+    # more (batch, new tokens, vocab) copies, gigabytes for long replies over a 49k vocabulary.
+    logprobs = torch.stack(
+        [
+            scores.float().gather(-1, generated[:, i, None]).squeeze(-1)
+            - torch.logsumexp(scores.float(), dim=-1)
+            for i, scores in enumerate(output.scores)
+        ],
+        dim=1,
+    ).cpu()
+    generated = generated.cpu()
     completions = []
     stops = set(stop_ids)
     for row in range(len(prompts)):

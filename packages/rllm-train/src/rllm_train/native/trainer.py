@@ -15,7 +15,7 @@ import json
 import random
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,7 @@ from rllm_train.native.batch import (
 )
 from rllm_train.native.engine_rollout import run_engine_rollouts
 from rllm_train.native.models import ValueHead, frozen_copy, hidden_size, load_policy, pick_device
+from rllm_train.native.optim import build_optimizer
 from rllm_train.native.rollout import RolloutSettings, RolloutTimings, run_rollouts
 
 VALIDATION_STREAM = 1_000_003  # seeds validation tasks apart from training ones
@@ -71,6 +72,28 @@ def _seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
+
+
+UPDATE_METRICS = ("loss", "pg_loss", "kl", "value_loss", "grad_norm")
+
+
+@dataclass
+class _MetricSums:
+    """Weighted sums of scalar tensors, read back from the device once, at the end."""
+
+    terms: dict[str, list[torch.Tensor]] = field(
+        default_factory=lambda: {name: [] for name in UPDATE_METRICS}
+    )
+
+    def add(self, name: str, value: torch.Tensor, weight: float) -> None:
+        self.terms[name].append(value.detach().float() * weight)
+
+    def read(self) -> dict[str, float]:
+        present = [name for name in UPDATE_METRICS if self.terms[name]]
+        totals = [torch.stack(self.terms[name]).sum() for name in present]
+        read = torch.stack(totals).tolist() if totals else []  # one device-to-host copy
+        found = dict(zip(present, read, strict=True))
+        return {name: found.get(name, 0.0) for name in UPDATE_METRICS}
 
 
 class NativeTrainer:
@@ -119,7 +142,7 @@ class NativeTrainer:
         parameters = [p for p in self.model.parameters() if p.requires_grad]
         if self.value_head is not None:
             parameters += list(self.value_head.parameters())
-        self.optimizer = torch.optim.AdamW(
+        self.optimizer = build_optimizer(
             parameters, lr=config.trainer.lr, weight_decay=config.trainer.weight_decay
         )
         self.completed_steps = 0
@@ -234,8 +257,10 @@ class NativeTrainer:
             self.settings, batch.rewards, batch.loss_mask, batch.groups, values
         )
         total_tokens = float(batch.loss_mask.sum().clamp(min=1))
-        sums = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "value_loss": 0.0, "grad_norm": 0.0}
-        forward_backward = 0.0
+        # Metrics stay on the device until the update is done: reading one back per
+        # micro-batch (.item()) would make a GPU drain its queue before every next forward.
+        sums = _MetricSums()
+        forward_backward = optimizer_seconds = 0.0
         for _epoch in range(epochs):
             self.optimizer.zero_grad(set_to_none=True)
             for rows in self._micro_batches(len(batch)):
@@ -245,6 +270,9 @@ class NativeTrainer:
                 mask = part.loss_mask.to(self.device)
                 weight = float(part.loss_mask.sum()) / total_tokens
                 logprobs, hidden = self._forward(part, want_hidden=values is not None)
+                # One on-policy epoch: the policy that sampled is the one being updated, so
+                # the old log-probs are the current ones (no second forward pass); PPO's ratio
+                # is 1 and its gradient is the policy gradient's.
                 old = (
                     old_logprobs[rows, :used].to(self.device)
                     if old_logprobs is not None
@@ -255,13 +283,13 @@ class NativeTrainer:
                     self.settings, old, logprobs, part_advantages, mask
                 )
                 loss = pg_loss
-                sums["pg_loss"] += weight * pg_loss.item() / epochs
+                sums.add("pg_loss", pg_loss, weight / epochs)
                 if self.config.algorithm.kl_coef > 0:
                     kl = algorithms.kl_to_reference(
                         self.settings, logprobs, self._reference_logprobs(part), mask
                     )
                     loss = loss + self.config.algorithm.kl_coef * kl
-                    sums["kl"] += weight * kl.item() / epochs
+                    sums.add("kl", kl, weight / epochs)
                 if values is not None:
                     predicted = self.value_head(hidden)
                     critic = algorithms.value_loss(
@@ -272,22 +300,26 @@ class NativeTrainer:
                         mask,
                     )
                     loss = loss + self.config.algorithm.value_coef * critic
-                    sums["value_loss"] += weight * critic.item() / epochs
+                    sums.add("value_loss", critic, weight / epochs)
                 (loss * weight).backward()
-                sums["loss"] += weight * loss.item() / epochs
+                sums.add("loss", loss, weight / epochs)
                 forward_backward += time.perf_counter() - started
+            started = time.perf_counter()
             parameters = [p for group in self.optimizer.param_groups for p in group["params"]]
             grad_norm = torch.nn.utils.clip_grad_norm_(
                 parameters, self.config.trainer.max_grad_norm
             )
-            sums["grad_norm"] += float(grad_norm) / epochs
+            sums.add("grad_norm", grad_norm, 1.0 / epochs)
             self.optimizer.step()
+            optimizer_seconds += time.perf_counter() - started
         self.optimizer.zero_grad(set_to_none=True)
-        sums["time/forward_backward_s"] = forward_backward
-        sums["advantage_abs_mean"] = float(
+        metrics = sums.read()
+        metrics["time/forward_backward_s"] = forward_backward
+        metrics["time/optimizer_s"] = optimizer_seconds
+        metrics["advantage_abs_mean"] = float(
             (advantages.abs() * batch.loss_mask).sum() / total_tokens
         )
-        return sums
+        return metrics
 
     @torch.no_grad()
     def _reference_logprobs(self, part: TensorBatch) -> torch.Tensor:
