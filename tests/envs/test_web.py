@@ -374,3 +374,48 @@ def test_env_calls_from_other_threads_work(env):
         ).result()
         text, *_ = pool.submit(env.step, "scroll(down)").result()
     assert "Store information" in observation and "Scrolled down" in text
+
+
+def test_launch_keeps_playwrights_disabled_features_and_adds_ours():
+    from rllm_envs.web.browser import DISABLED_FEATURES, launch_args, missing_features
+
+    args = launch_args("--marker", ("PaintHolding", "MediaRouter"))
+    switch = next(arg for arg in args if arg.startswith("--disable-features="))
+    assert switch.split("=", 1)[1].split(",") == ["PaintHolding", "MediaRouter", *DISABLED_FEATURES]
+    assert args[-1] == "--marker"
+    # Playwright's switch (or a wrapper's) comes first on the real command line; ours, the
+    # last, is the one Chromium honours, so it must cover what the others disable.
+    known = ("PaintHolding", "MediaRouter")
+    playwrights = "--disable-features=PaintHolding,NewOne,MediaRouter"
+    command_line = ["chromium", "--disable-features=Wrapped", playwrights, switch]
+    assert missing_features(command_line, known) == ("Wrapped", "NewOne")
+    assert missing_features(command_line, (*known, "NewOne", "Wrapped")) == ()
+    assert missing_features(["chromium"], ()) == ()
+
+
+def test_browser_windows_hold_only_the_episode_pages(env):
+    # Each context is a window; its address bar's WebUI pages must not be preloaded (they
+    # cost more CPU than the episode), and Playwright's own disabled features must stay off.
+    from rllm_envs.web import processes
+    from rllm_envs.web.browser import PLAYWRIGHT_DISABLED_FEATURES
+
+    env.reset(options={"task": {"family": "login", "seed": 3}})
+    host = env.resources.host
+
+    async def target_types():
+        session = await host.browser.new_browser_cdp_session()
+        try:
+            targets = await session.send("Target.getTargets")
+        finally:
+            await session.detach()
+        return sorted(target["type"] for target in targets["targetInfos"])
+
+    assert set(host.run(target_types(), 10)) == {"page"}
+    switches = [
+        arg
+        for arg in processes.leader_command_line(host.marker)
+        if arg.startswith("--disable-features=")
+    ]
+    effective = switches[-1].split("=", 1)[1].split(",")
+    assert set(PLAYWRIGHT_DISABLED_FEATURES) <= set(effective)
+    assert "WebUIOmniboxPopup" in effective

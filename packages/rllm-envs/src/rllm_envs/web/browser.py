@@ -43,6 +43,33 @@ LAUNCH_ARGS = (
     "--disable-breakpad",
     "--disable-dev-shm-usage",
 )
+# Every context opens a browser window, and every window of the full (new headless) Chromium
+# preloads its address bar's popup as two WebUI pages: two more renderer processes running
+# Chrome's own UI code, never shown headless. They were most of a context's CPU, which the
+# background preparation of the next context took from the running episode's steps.
+DISABLED_FEATURES = ("WebUIOmniboxPopup", "WebUIOmniboxAimPopup")
+# Chromium honours only the last `--disable-features` switch, and Playwright passes its own
+# (this one, as of Playwright 1.65), so ours has to repeat it. `_launch` reads the browser's
+# real command line and relaunches with the union when a Playwright upgrade changed the list.
+PLAYWRIGHT_DISABLED_FEATURES = (
+    "AvoidUnnecessaryBeforeUnloadCheckSync",
+    "DestroyProfileOnBrowserClose",
+    "HttpsUpgrades",
+    "HttpsFirstBalancedModeAutoEnable",
+    "LensOverlay",
+    "MediaRouter",
+    "PaintHolding",
+    "ThirdPartyStoragePartitioning",
+    "AvoidCorsURLLoaderRestartOnRedirect",
+    "TcpPortRandomizationWin",
+    "OptimizationHints",
+    "NetworkTimeServiceQuerying",
+    "AimEnabled",
+    "PreconnectToSearch",
+    "msForceBrowserSignIn",
+    "msEdgeUpdateLaunchServicesPreferredVersion",
+)
+DISABLE_FEATURES_SWITCH = "--disable-features="
 SYSTEM_BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 # Slack on top of a coroutine's own deadline before the caller gives up on the loop thread.
 LOOP_SLACK_SECONDS = 5.0
@@ -70,6 +97,26 @@ def find_browser(executable: str | None = None) -> str | None:
         if path:
             return path
     return None
+
+
+def launch_args(marker: str, playwright_features: tuple[str, ...]) -> list[str]:
+    """The switches we add to Playwright's: the base set, the merged feature list, the marker."""
+    features = list(dict.fromkeys((*playwright_features, *DISABLED_FEATURES)))
+    return [*LAUNCH_ARGS, DISABLE_FEATURES_SWITCH + ",".join(features), marker]
+
+
+def missing_features(command_line: list[str], known: tuple[str, ...]) -> tuple[str, ...]:
+    """Features another `--disable-features` switch of the real command line (Playwright's,
+    or a distribution's wrapper's) disables that `known` lacks: what our own switch, the last
+    one, would otherwise turn back on."""
+    covered = {*known, *DISABLED_FEATURES}
+    missing: dict[str, None] = {}
+    for arg in command_line:
+        if arg.startswith(DISABLE_FEATURES_SWITCH):
+            for name in arg[len(DISABLE_FEATURES_SWITCH) :].split(","):
+                if name and name not in covered:
+                    missing[name] = None
+    return tuple(missing)
 
 
 @dataclass
@@ -102,6 +149,7 @@ class BrowserHost:
     playwright: Any = None
     browser: Any = None
     launches: int = 0
+    playwright_features: tuple[str, ...] = PLAYWRIGHT_DISABLED_FEATURES
     spares: dict[Hashable, list[Spare]] = field(default_factory=dict)
     refills: dict[tuple[Hashable, Hashable], asyncio.Task] = field(default_factory=dict)
     owners: dict[Hashable, set[Hashable]] = field(default_factory=dict)  # envs per context kind
@@ -165,9 +213,25 @@ class BrowserHost:
         return self.browser
 
     async def _launch(self) -> Any:
+        browser = await self._launch_once()
+        missing = missing_features(
+            processes.leader_command_line(self.marker), self.playwright_features
+        )
+        if not missing:
+            return browser
+        # Playwright now disables more than we repeat: learn the list, launch again with it.
+        self.playwright_features = (*self.playwright_features, *missing)
+        try:
+            await asyncio.wait_for(browser.close(), 5)
+        except Exception:
+            pass
+        processes.kill_browsers(self.marker)
+        return await self._launch_once()
+
+    async def _launch_once(self) -> Any:
         return await self.playwright.chromium.launch(
             executable_path=self.executable,
-            args=[*LAUNCH_ARGS, self.marker],
+            args=launch_args(self.marker, self.playwright_features),
             timeout=LAUNCH_TIMEOUT_SECONDS * 1000,
         )
 

@@ -71,6 +71,14 @@ def marked_leaders(marker_prefix: str) -> list[int]:
     ]
 
 
+def leader_command_line(marker_prefix: str) -> list[str]:
+    """The command line of the marked browser's leader (its main process); [] when none."""
+    for pid in marked_leaders(marker_prefix):
+        if _group(pid) == pid:
+            return _cmdline(pid)
+    return []
+
+
 def group_members(group: int) -> list[int]:
     return [pid for pid in _pids() if _group(pid) == group]
 
