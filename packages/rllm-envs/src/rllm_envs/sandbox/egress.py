@@ -22,6 +22,9 @@ from dataclasses import dataclass
 from importlib import resources
 from urllib.parse import urlsplit
 
+# The in-sandbox relay's byte pump serves the host side too (it is stdlib-only by design).
+from rllm_envs.sandbox.egress_relay import pump
+
 MOUNT_POINT = "/run/rllm-egress"
 RELAY_PORT = 3128
 _MAX_HEADER_BYTES = 64 * 1024
@@ -52,20 +55,6 @@ class Destination:
 
 def parse_allowlist(entries: Iterable[str]) -> tuple[Destination, ...]:
     return tuple(Destination.parse(entry) for entry in entries)
-
-
-def _pump(source: socket.socket, sink: socket.socket) -> None:
-    try:
-        while data := source.recv(65536):
-            sink.sendall(data)
-    except OSError:
-        pass
-    finally:
-        for end in (source, sink):
-            try:
-                end.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
 
 def _read_head(client: socket.socket) -> tuple[bytes, bytes]:
@@ -125,9 +114,9 @@ class _Handler(socketserver.BaseRequestHandler):
             else:
                 line = f"{method} {path} {version}\r\n".encode("latin-1")
                 upstream.sendall(line + headers + b"\r\n\r\n" + rest)
-            replies = threading.Thread(target=_pump, args=(upstream, client), daemon=True)
+            replies = threading.Thread(target=pump, args=(upstream, client), daemon=True)
             replies.start()
-            _pump(client, upstream)
+            pump(client, upstream)
             replies.join()
 
 
