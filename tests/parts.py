@@ -21,3 +21,15 @@ def require_part(available: bool, reason: str) -> None:
     if UNDER_CI:
         pytest.fail(f"required part missing under CI: {reason}", pytrace=False)
     pytest.skip(reason)
+
+
+def require_module(name: str, reason: str):
+    """Import `name` for a test module, skipping (locally) or failing (under CI) without it."""
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ImportError as error:
+        if UNDER_CI:
+            pytest.fail(f"required part missing under CI: {reason} ({error})", pytrace=False)
+        pytest.skip(reason, allow_module_level=True)

@@ -13,7 +13,9 @@ import time
 import gymnasium as gym
 import pytest
 
-pytest.importorskip("mcp", reason="rllm/MCP-v0 needs the mcp extra")
+from tests.parts import require_module
+
+require_module("mcp", "rllm/MCP-v0 needs the mcp extra")
 
 from rllm_envs.mcp import MCPEnv  # noqa: E402
 from rllm_envs.mcp.actions import ToolCall, parse_action  # noqa: E402

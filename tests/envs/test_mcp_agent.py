@@ -7,8 +7,10 @@ import json
 
 import pytest
 
-pytest.importorskip("mcp", reason="rllm/MCP-v0 needs the mcp extra")
-pytest.importorskip("transformers", reason="chat templates need transformers")
+from tests.parts import require_module
+
+require_module("mcp", "rllm/MCP-v0 needs the mcp extra")
+require_module("transformers", "chat templates need transformers")
 
 from rllm_agents.agents.tool_agent import (  # noqa: E402
     ToolAgent,
@@ -147,7 +149,7 @@ def test_engine_tool_calls_are_sent_to_the_env(retrieval_env):
 
 @pytest.mark.slow
 def test_execution_engine_runs_tool_agent_episodes_with_a_real_local_model():
-    pytest.importorskip("torch")
+    require_module("torch", "the local engine needs torch")
     from rllm_agents.engines.base import SamplingParams
     from rllm_agents.engines.local import LocalEngine
     from rllm_agents.execution import AgentExecutionEngine

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("mcp", reason="rllm/MCP-v0 needs the mcp extra")
+from tests.parts import require_module
+
+require_module("mcp", "rllm/MCP-v0 needs the mcp extra")
 
 REPO = Path(__file__).resolve().parents[2]
 

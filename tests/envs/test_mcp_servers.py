@@ -12,12 +12,13 @@ import threading
 
 import pytest
 
-pytest.importorskip("mcp", reason="rllm/MCP-v0 needs the mcp extra")
+from tests.parts import require_module, require_part
+
+require_module("mcp", "rllm/MCP-v0 needs the mcp extra")
 
 from rllm_envs.mcp import MCPEnv  # noqa: E402
 
 from tests.mcp.helpers import VENV_BIN  # noqa: E402
-from tests.parts import require_part  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
