@@ -30,8 +30,9 @@ from typing import Any
 
 import aiohttp
 
+from rllm_agents.chat.tito import render_prompt_ids
 from rllm_agents.engines.base import EngineError, ModelOutput, SamplingParams
-from rllm_agents.engines.prompting import check_one_prompt, render_chat_ids
+from rllm_agents.engines.prompting import check_one_prompt
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +100,7 @@ class OpenAIEngine:
         if prompt_ids is not None:
             return await self._complete_ids(list(prompt_ids), sampling)
         if self.use_completions:
-            ids = render_chat_ids(self.tokenizer, messages, tools)
+            ids = render_prompt_ids(self.tokenizer, messages, tools)
             return await self._complete_ids(ids, sampling)
         return await self._chat(messages, sampling, tools)
 
