@@ -4,37 +4,25 @@ depend on the machine), with one shared server and none left behind."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+from tests.benchmark_runs import run_benchmark
 from tests.parts import require_module
 
 require_module("mcp", "rllm/MCP-v0 needs the mcp extra")
 
-REPO = Path(__file__).resolve().parents[2]
-
 
 @pytest.mark.slow
 def test_mcp_overhead_benchmark_reports_latency_ratio_and_shared_servers():
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "benchmarks" / "mcp_overhead.py"),
-            "--calls=10",
-            "--rounds=1",
-            "--envs=4",
-            "--steps-per-env=2",
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=REPO,
+    result = run_benchmark(
+        "mcp_overhead.py",
+        "--calls=10",
+        "--rounds=1",
+        "--envs=4",
+        "--steps-per-env=2",
+        "--json",
     )
-    assert result.returncode == 0, result.stdout + result.stderr
     assert "ratio env/raw:" in result.stdout
     figures = json.loads(result.stdout.strip().splitlines()[-1])
     assert figures["server_processes"] == 1  # four envs, one server

@@ -22,6 +22,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from tests.benchmark_runs import run_benchmark
 from tests.parts import require_part
 
 REPO = Path(__file__).resolve().parents[2]
@@ -332,20 +333,9 @@ def test_screenshot_mode_passes_check_env_and_shows_the_page():
 @pytest.mark.slow
 def test_latency_benchmark_runs_and_reports_percentiles():
     _web_ready()
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "benchmarks" / "web_latency.py"),
-            "--episodes=3",
-            "--rounds=1",
-            "--envs=2",
-            "--episodes-per-env=1",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
+    result = run_benchmark(
+        "web_latency.py", "--episodes=3", "--rounds=1", "--envs=2", "--episodes-per-env=1"
     )
-    assert result.returncode == 0, result.stderr
     assert "reset          p50" in result.stdout and "step           p50" in result.stdout
     assert "scripted solutions won: 100%" in result.stdout
     assert "browser hosts: 1, browser launches: 1" in result.stdout
