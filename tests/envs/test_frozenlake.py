@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gymnasium as gym
+import numpy as np
 import pytest
 import rllm_envs  # noqa: F401
 from gymnasium.envs.toy_text.frozen_lake import MAPS
@@ -224,3 +225,32 @@ def test_best_policy_on_slippery_ice_matches_the_known_success_rate():
                 wins += reward > 0
                 break
     assert 0.62 < wins / episodes < 0.86
+
+
+@pytest.mark.parametrize("slippery", [False, True])
+def test_moves_rewards_and_random_draws_match_gymnasiums_frozenlake(slippery):
+    # The env computes Gymnasium's transition rule per step instead of building its table; a
+    # seeded episode must be exactly the one Gymnasium plays, on solid and on slippery ice.
+    from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv as GymnasiumLake
+
+    plays = 0
+    for seed in range(60):
+        spec = LakeSpec(seed=seed, size=4 + seed % 5, p=0.8, slippery=slippery)
+        lake_map = generate_map(spec)
+        ours, theirs = make(), GymnasiumLake(desc=list(lake_map), is_slippery=slippery)
+        # Same seed, and each reset and step takes as many draws as Gymnasium's: the slips
+        # then agree without syncing the generators.
+        ours.reset(seed=seed, options={"task": {"map": list(lake_map), "slippery": slippery}})
+        theirs.reset(seed=seed)
+        moves = np.random.default_rng(seed).integers(0, 4, size=40)
+        for action in moves:
+            observation, reward, terminated, truncated, _ = ours.step(MOVE_NAMES[action])
+            state, their_reward, their_terminated, _, _ = theirs.step(int(action))
+            _, player = board_of(observation)
+            if not terminated:
+                assert player == divmod(state, len(lake_map))
+            assert (reward, terminated) == (their_reward, their_terminated)
+            plays += 1
+            if terminated or truncated:
+                break
+    assert plays > 200

@@ -46,7 +46,8 @@ class TaskSet:
         return len(self.rows)
 
     def __getitem__(self, index: int) -> Row:
-        return self.rows[index]
+        # A copy, like `draw`: rows may be shared by every env made from the same source.
+        return dict(self.rows[index])
 
     def draw(self, rng: np.random.Generator) -> Row:
         """A row chosen uniformly with the caller's generator (the env's `np_random`)."""
@@ -137,6 +138,11 @@ class TaskSources:
         column_map: Mapping[str, str] | None = None,
         required: Iterable[str] = (),
     ) -> TaskSet:
+        required = tuple(required)
+        if isinstance(source, str) and source.startswith("shipped:") and not column_map:
+            # Envs are made by the hundred from one shipped set: share its parsed, checked
+            # rows (a TaskSet never hands its row dicts out) instead of copying each time.
+            return self._shipped(source.partition(":")[2] or split, required)
         if isinstance(source, TaskSet):
             task_set = source
         elif isinstance(source, (str, Path)):
@@ -147,15 +153,21 @@ class TaskSources:
         check_columns(rows, required, task_set.name)
         return TaskSet(task_set.name, rows)
 
+    def _shipped(self, name: str, required: tuple[str, ...]) -> TaskSet:
+        path = self._shipped_path(name)
+        stat = path.stat()
+        stamp = (stat.st_mtime_ns, stat.st_size)
+        return _shipped_task_set(f"shipped:{name}", path, stamp, required)
+
+    def _shipped_path(self, name: str) -> Path:
+        if name not in self.shipped:
+            raise ValueError(f"no shipped task set {name!r}; choose from {sorted(self.shipped)}")
+        return Path(self.shipped[name])
+
     def _rows(self, source: str, split: str) -> list[Row]:
         scheme, _, rest = source.partition(":")
         if scheme == "shipped":
-            name = rest or split
-            if name not in self.shipped:
-                raise ValueError(
-                    f"no shipped task set {name!r}; choose from {sorted(self.shipped)}"
-                )
-            path = Path(self.shipped[name])
+            path = self._shipped_path(rest or split)
             stat = path.stat()
             return list(_shipped_rows(path, (stat.st_mtime_ns, stat.st_size)))
         loaders: Mapping[str, Callable[[str, str], list[Row]]] = {
@@ -174,6 +186,15 @@ def _shipped_rows(path: Path, stamp: tuple[int, int]) -> tuple[Row, ...]:
     # (mtime, size) reloads an edited file. TaskSources.load copies each row before use.
     del stamp
     return tuple(read_task_file(path))
+
+
+@functools.lru_cache(maxsize=16)
+def _shipped_task_set(
+    name: str, path: Path, stamp: tuple[int, int], required: tuple[str, ...]
+) -> TaskSet:
+    rows = _shipped_rows(path, stamp)
+    check_columns(rows, required, name)
+    return TaskSet(name, rows)
 
 
 def rename_columns(row: Mapping[str, Any], column_map: Mapping[str, str] | None) -> Row:

@@ -1,7 +1,9 @@
 """``rllm/FrozenLake-v0``: cross a frozen lake to the goal, in text.
 
 Gymnasium's FrozenLake (``gymnasium.envs.toy_text.frozen_lake``) with its own dynamics, drawn as
-a text board and steered with words. Each task's lake is generated from the task's seed, so
+a text board and steered with words. The dynamics are applied per step
+(``rllm_envs.frozenlake.dynamics``) rather than from Gymnasium's prebuilt transition table: same
+moves, slips, rewards and random draws, without a table to build for every new lake. Each task's lake is generated from the task's seed, so
 a seed alone picks the task and the same seed gives the same episode.
 
 ## Observation

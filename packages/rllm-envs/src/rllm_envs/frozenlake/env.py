@@ -6,8 +6,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv as GymFrozenLake
-
 from rllm_envs.core.tasks import Row, TaskSet, TaskSources
 from rllm_envs.core.text_env import TextEnv, Transition
 from rllm_envs.frozenlake.actions import HOW_TO_ANSWER, parse_move
@@ -19,6 +17,7 @@ from rllm_envs.frozenlake.board import (
     check_spec,
     generate_map,
 )
+from rllm_envs.frozenlake.dynamics import Lake
 from rllm_envs.frozenlake.solver import MOVE_NAMES, move
 
 DATA = Path(__file__).parent / "data"
@@ -72,14 +71,13 @@ class FrozenLakeEnv(TextEnv):
         }
         self.requested_max_turns = max_turns
         self.format_penalty = float(format_penalty)
-        self.lake: GymFrozenLake | None = None
+        self.lake: Lake | None = None
         self.map: tuple[str, ...] = ()
         self.board_rows: list[str] = []
         self.step_texts: dict[tuple[int, Position, Position], str] = {}
         self.slippery = False
-        # Tasks repeat across episodes: keep recently built lakes instead of regenerating the
-        # map and Gymnasium's transition table (most of a reset's cost) every time.
-        self.recent_lakes: dict[tuple[tuple[str, ...], bool], GymFrozenLake] = {}
+        # Tasks repeat across episodes: keep recently generated maps instead of regenerating
+        # them (most of a reset's cost) every time.
         self.recent_maps: dict[LakeSpec | tuple[str, ...], tuple[str, ...]] = {}
         # Fail at make time, not at the first reset, when a pinned parameter is out of range.
         lake_spec({"seed": 0}, self.pinned)
@@ -91,15 +89,12 @@ class FrozenLakeEnv(TextEnv):
         else:
             spec = lake_spec(task, self.pinned)
             self.map, slippery = self._generated_map(spec), spec.slippery
-        lake = self._gym_lake(self.map, slippery)
-        if lake is not self.lake:
-            self.lake, self.slippery = lake, slippery
+        if self.lake is None or (self.lake.rows, self.lake.slippery) != (self.map, slippery):
+            self.lake, self.slippery = Lake(self.map, slippery), slippery
             self.board_rows = [" ".join(row) for row in self.map]
             self.step_texts: dict[tuple[int, Position, Position], str] = {}
-        # Slips come from this env's seeded generator: one seed, one episode (and no costly
-        # re-seeding of the lake's own generator every reset).
-        self.lake.np_random = self.np_random
-        self.lake.reset()
+        # Slips come from this env's seeded generator: one seed, one episode.
+        self.lake.reset(self.np_random)
         if self.requested_max_turns is None:
             self.max_turns = default_max_turns(len(self.map), slippery)
         intro = [
@@ -122,9 +117,8 @@ class FrozenLakeEnv(TextEnv):
                 + self._board_text(),
                 self.format_penalty,
             )
-        before = self._position()
-        _, reward, terminated, _, _ = self.lake.step(parsed.action)
-        after = self._position()
+        before = self.lake.position
+        after, reward, terminated = self.lake.step(parsed.action, self.np_random)
         # On a given lake the text depends only on the move and the two positions; episodes
         # revisit them all the time, so each text is built once.
         key = (parsed.action, before, after)
@@ -134,13 +128,11 @@ class FrozenLakeEnv(TextEnv):
         info: dict[str, Any] = {"move": MOVE_NAMES[parsed.action]}
         if terminated:
             info["is_correct"] = self.map[after[0]][after[1]] == "G"
-        return Transition(text, float(reward), bool(terminated), info=info)
+        return Transition(text, reward, terminated, info=info)
 
     def close(self) -> None:
-        # Gymnasium's lake holds nothing to free without a pygame window (never opened here).
         self.lake = None
         self.step_texts = {}
-        self.recent_lakes.clear()
         self.recent_maps.clear()
         super().close()
 
@@ -148,12 +140,9 @@ class FrozenLakeEnv(TextEnv):
         return "frozenlake"
 
     # -- helpers ---------------------------------------------------------------------------
-    def _position(self) -> Position:
-        return divmod(int(self.lake.s), len(self.map))
-
     def _board_text(self, position: Position | None = None) -> str:
         # Same text as `render_board`, built from the cached rows: this runs every step.
-        row, col = position or self._position()
+        row, col = position or self.lake.position
         line = self.board_rows[row]
         rows = self.board_rows.copy()
         rows[row] = f"{line[: 2 * col]}{PLAYER}{line[2 * col + 1 :]}"
@@ -179,13 +168,6 @@ class FrozenLakeEnv(TextEnv):
         if not isinstance(rows, (list, tuple)) or not all(isinstance(row, str) for row in rows):
             return check_map(rows)  # raises, saying what a map looks like
         return recall(self.recent_maps, tuple(rows), lambda: check_map(rows))
-
-    def _gym_lake(self, lake_map: tuple[str, ...], slippery: bool) -> GymFrozenLake:
-        return recall(
-            self.recent_lakes,
-            (lake_map, slippery),
-            lambda: GymFrozenLake(desc=list(lake_map), is_slippery=slippery),
-        )
 
 
 def recall(cache: dict, key: Any, build: Callable[[], Any], limit: int = RECENT_LAKES) -> Any:
