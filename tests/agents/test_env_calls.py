@@ -38,16 +38,23 @@ class ThreadRecorder(gym.Wrapper):
         return super().close()
 
 
-def rollout(inline_safe: bool, env_calls: str = "auto", episodes: int = 6):
-    """Run FrozenLake episodes on 3 slots; returns (episodes, per-env call logs, loop thread)."""
+def rollout(inline_safe, env_calls: str = "auto", episodes: int = 6):
+    """Run FrozenLake episodes on 3 slots; returns (per-env call logs, loop thread).
+
+    ``inline_safe`` is what every env declares, or a list: what the 1st, 2nd... env declares.
+    """
     log: list[list[tuple[str, int]]] = []
+    declarations = list(inline_safe) if isinstance(inline_safe, list) else None
+
+    def factory():
+        return ThreadRecorder(log, declarations.pop(0) if declarations else inline_safe)
 
     async def run():
         with FaultServer(completion="`Down`") as server:
             client = OpenAIEngine(server.base_url, "canned", max_retries=0)
             engine = AgentExecutionEngine(
                 FrozenLakeAgent,
-                lambda: ThreadRecorder(log, inline_safe),
+                factory,
                 client,
                 n_parallel=3,
                 max_turns=3,
@@ -64,8 +71,9 @@ def rollout(inline_safe: bool, env_calls: str = "auto", episodes: int = 6):
 
     episodes_out, loop_thread = asyncio.run(run())
     assert [e.termination_reason for e in episodes_out] == [TerminationReason.MAX_TURNS] * episodes
-    assert len(log) == 3  # one env per slot, reused across its tasks
-    return log, loop_thread
+    used = [calls for calls in log if {method for method, _ in calls} != {"make", "close"}]
+    assert len(used) == 3  # one env per slot, reused across its tasks (others closed unused)
+    return used, loop_thread
 
 
 def threads_of(calls, *methods):
@@ -79,10 +87,23 @@ def test_frozenlake_declares_itself_inline_safe():
 
 def test_inline_safe_env_is_made_on_a_worker_then_stepped_on_the_loop():
     log, loop_thread = rollout(inline_safe=True)
+    made_on_workers = [calls for calls in log if threads_of(calls, "make") != {loop_thread}]
+    # Making may block, so the first env is made on a worker; once it has declared itself
+    # inline-safe, its siblings from the same factory are made on the loop, thread-free.
+    assert len(made_on_workers) == 1
     for calls in log:
-        assert threads_of(calls, "make") != {loop_thread}  # creation may block: a worker
         assert threads_of(calls, "step") == {loop_thread}
         assert threads_of(calls, "close") == {loop_thread}
+
+
+def test_a_sibling_that_does_not_declare_inline_safety_gets_its_own_worker():
+    # The first env declares inline safety, every later one does not: the later ones made on
+    # the loop are closed unused and made again on a worker, which they keep for life.
+    log, loop_thread = rollout(inline_safe=[True] + [False] * 10)
+    on_workers = [calls for calls in log if loop_thread not in threads_of(calls, "step")]
+    assert len(on_workers) == 2
+    workers = [threads_of(calls, "make", "reset", "step", "close") for calls in on_workers]
+    assert all(len(threads) == 1 and loop_thread not in threads for threads in workers)
 
 
 def test_other_envs_keep_one_worker_thread_for_life():

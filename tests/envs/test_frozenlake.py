@@ -254,3 +254,13 @@ def test_moves_rewards_and_random_draws_match_gymnasiums_frozenlake(slippery):
             if terminated or truncated:
                 break
     assert plays > 200
+
+
+def test_generated_maps_are_the_ones_gymnasium_generates():
+    from gymnasium.envs.toy_text.frozen_lake import generate_random_map
+
+    for size in range(2, 17):
+        for seed in range(40):
+            for p in (0.5, 0.8, 1.0):
+                expected = tuple(generate_random_map(size=size, p=p, seed=seed))
+                assert generate_map(LakeSpec(seed, size, p, False)) == expected, (size, seed, p)

@@ -15,9 +15,10 @@
   backoff and full jitter (``Retry-After`` honoured, capped); after the last try the call raises
   ``EngineError`` naming the last cause. Other 4xx errors are not retried.
 
-The transport is aiohttp: with hundreds of agents waiting on one server, httpx's connection
-pool cost several milliseconds of CPU per request and held 256 concurrent 0.5 s requests to
-about 15 % of the server's throughput, where aiohttp keeps up (benchmarks/engine_throughput.py).
+The transport is :class:`~rllm_agents.engines.http_pool.HttpPool`, keep-alive HTTP/1.1 made
+for this traffic: with hundreds of agents on one server, general-purpose clients cost several
+times its CPU per request (httpx held 256 concurrent 0.5 s requests to about 15 % of the
+server's throughput; aiohttp kept up but cost 3x the CPU; see benchmarks/engine_throughput.py).
 """
 
 from __future__ import annotations
@@ -26,12 +27,12 @@ import asyncio
 import json
 import logging
 import random
+import ssl
 from typing import Any
-
-import aiohttp
 
 from rllm_agents.chat.tito import render_prompt_ids
 from rllm_agents.engines.base import EngineError, ModelOutput, SamplingParams
+from rllm_agents.engines.http_pool import HttpPool, HttpTransportError
 from rllm_agents.engines.prompting import check_one_prompt
 
 log = logging.getLogger(__name__)
@@ -65,6 +66,7 @@ class OpenAIEngine:
         max_connections: int = 512,
         extra_body: dict[str, Any] | None = None,
         seed: int | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         if use_completions and tokenizer is None:
             raise ValueError("use_completions=True needs a tokenizer to render chat messages")
@@ -80,10 +82,11 @@ class OpenAIEngine:
         self.token_prompts_supported: bool | None = None  # learnt on first token prompt
         self._jitter = random.Random(seed)
         self._headers = headers
-        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._timeout = timeout
         self._max_connections = max_connections
-        self._session: aiohttp.ClientSession | None = None
-        self._session_loop: asyncio.AbstractEventLoop | None = None
+        self._ssl_context = ssl_context
+        self._pool: HttpPool | None = None
+        self._pool_loop: asyncio.AbstractEventLoop | None = None
 
     # ---- public API -------------------------------------------------------------------------
 
@@ -105,21 +108,20 @@ class OpenAIEngine:
         return await self._chat(messages, sampling, tools)
 
     async def aclose(self) -> None:
-        session, self._session = self._session, None
-        if session is not None and not session.closed:
-            await session.close()
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.aclose()
 
-    def _session_for_this_loop(self) -> aiohttp.ClientSession:
-        # A session belongs to the event loop it was made on; callers such as a blocking
+    def _pool_for_this_loop(self) -> HttpPool:
+        # Connections belong to the event loop they were made on; callers such as a blocking
         # `run()` helper may use the engine from successive loops.
         loop = asyncio.get_running_loop()
-        if self._session is None or self._session.closed or self._session_loop is not loop:
-            connector = aiohttp.TCPConnector(limit=self._max_connections)
-            self._session = aiohttp.ClientSession(
-                headers=self._headers, timeout=self._timeout, connector=connector
+        if self._pool is None or self._pool.closed or self._pool_loop is not loop:
+            self._pool = HttpPool(
+                self.base_url, self._headers, self._max_connections, self._ssl_context
             )
-            self._session_loop = loop
-        return self._session
+            self._pool_loop = loop
+        return self._pool
 
     # ---- endpoints --------------------------------------------------------------------------
 
@@ -217,12 +219,13 @@ class OpenAIEngine:
 
     async def _post(self, path: str, body: dict[str, Any], token_prompt: bool = False) -> dict:
         last_error = "no attempt made"
+        payload = json.dumps(body).encode()
         for attempt in range(self.max_retries + 1):
             retry_after: float | None = None
             try:
-                session = self._session_for_this_loop()
-                async with session.post(self.base_url + path, json=body) as response:
-                    text = await response.text()
+                pool = self._pool_for_this_loop()
+                response = await pool.post_json(path, payload, self._timeout)
+                text = response.body.decode("utf-8", "replace")
                 if response.status == 200:
                     return _json_body(text)
                 if token_prompt and _rejects_token_prompt(response.status, text):
@@ -233,8 +236,8 @@ class OpenAIEngine:
                 retry_after = _retry_after_s(response.headers.get("retry-after"))
             except asyncio.TimeoutError as exc:
                 last_error = f"timeout ({type(exc).__name__})"
-            except aiohttp.ClientError as exc:  # refused, reset, dropped mid-response
-                last_error = f"connection error ({type(exc).__name__}: {exc})"
+            except HttpTransportError as exc:  # refused, reset, dropped mid-response
+                last_error = f"connection error ({exc})"
             except _Retryable as exc:
                 last_error = str(exc)
             if attempt < self.max_retries:

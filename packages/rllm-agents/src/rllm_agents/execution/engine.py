@@ -36,7 +36,7 @@ from rllm_agents.chat import (
 )
 from rllm_agents.chat.tool_calls import parse_openai_tool_calls
 from rllm_agents.engines.base import ModelOutput, SamplingParams
-from rllm_agents.execution.env_slot import CALL_POLICIES, EnvSlot
+from rllm_agents.execution.env_slot import CALL_POLICIES, EnvSlot, FactoryProbe
 from rllm_agents.execution.progress import RewardProgress
 from rllm_agents.metrics import summarize_episodes
 from rllm_agents.types import Episode, Step, TerminationReason
@@ -76,7 +76,8 @@ class AgentExecutionEngine:
         output_path: stream each finished episode to this JSONL file.
         progress: show a progress bar (None: only when stderr is a terminal).
         env_calls: where env calls run - ``"auto"`` (each env on its own worker thread, or
-            on the event loop when it declares ``metadata["rllm.inline_safe"]``),
+            on the event loop when it declares ``metadata["rllm.inline_safe"]``, and then
+            the factory's later envs are made on the loop too),
             ``"thread"`` or ``"inline"`` (see :mod:`rllm_agents.execution.env_slot`).
     """
 
@@ -147,8 +148,10 @@ class AgentExecutionEngine:
         if self.token_level and self._rewrites_history is None:
             self._rewrites_history = template_rewrites_history(self.tokenizer)
         slots: asyncio.Queue[EnvSlot] = asyncio.Queue()
+        probe = FactoryProbe()
+        start_gate = asyncio.Semaphore(1)
         all_slots = [
-            EnvSlot(self.env_factory, f"rllm-env-{i}", self.env_calls)
+            EnvSlot(self.env_factory, f"rllm-env-{i}", self.env_calls, probe)
             for i in range(min(self.n_parallel, len(jobs)))
         ]
         for slot in all_slots:
@@ -161,7 +164,7 @@ class AgentExecutionEngine:
                 async def one(index: int, task: dict[str, Any] | None, seed: int | None) -> Episode:
                     slot = await slots.get()
                     try:
-                        episode = await self._episode(slot, index, task, seed)
+                        episode = await self._episode(slot, index, task, seed, start_gate)
                     finally:
                         slots.put_nowait(slot)
                     if sink is not None:
@@ -193,14 +196,19 @@ class AgentExecutionEngine:
         return metrics
 
     async def _episode(
-        self, slot: EnvSlot, index: int, task: dict[str, Any] | None, seed: int | None
+        self,
+        slot: EnvSlot,
+        index: int,
+        task: dict[str, Any] | None,
+        seed: int | None,
+        start_gate: asyncio.Semaphore,
     ) -> Episode:
         run = _Run(index=index, task=task, seed=seed, agent=self.agent_factory())
         run.agent.reset()
         reason: TerminationReason
         error: str | None = None
         try:
-            reason = await asyncio.wait_for(self._turns(slot, run), self.trajectory_timeout)
+            reason = await asyncio.wait_for(self._turns(slot, run, start_gate), self.trajectory_timeout)
         except asyncio.TimeoutError:
             reason, error = (
                 TerminationReason.TIMEOUT,
@@ -214,10 +222,13 @@ class AgentExecutionEngine:
             slot.discard()  # the env (or the agent on its output) raised: do not reuse the env
         return self._build_episode(run, reason, error)
 
-    async def _turns(self, slot: EnvSlot, run: _Run) -> TerminationReason:
+    async def _turns(
+        self, slot: EnvSlot, run: _Run, start_gate: asyncio.Semaphore
+    ) -> TerminationReason:
         options = {"task": run.task} if run.task is not None else None
         started = time.perf_counter()
-        observation, info = await slot.call("reset", seed=run.seed, options=options)
+        async with start_gate:
+            observation, info = await slot.call("reset", seed=run.seed, options=options)
         reset_time = time.perf_counter() - started
         run.last_info = dict(info)
         run.agent.update_from_env(observation, 0.0, False, info)

@@ -15,6 +15,12 @@ thread" - and, once made on its worker, is called directly on the event loop.
 declares itself inline-safe), ``"thread"`` or ``"inline"`` (everything on the event loop,
 creation included).
 
+Slots that share a :class:`FactoryProbe` (the execution engine gives one to all slots of a run)
+also skip the thread for making envs: the first env is made on a worker, since making an env
+may block, and when it declares itself inline-safe its siblings from the same factory are made
+on the event loop. Starting hundreds of threads, each waiting for the GIL, otherwise delays
+every agent's first model call by a good part of a second.
+
 A slot reuses its env across tasks; after an env error or a timed-out call the env is
 abandoned and a fresh one is made.
 """
@@ -26,6 +32,7 @@ import contextlib
 import functools
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 INLINE_SAFE_KEY = "rllm.inline_safe"
@@ -37,13 +44,47 @@ def declares_inline_safe(env: Any) -> bool:
     return bool((getattr(env, "metadata", None) or {}).get(INLINE_SAFE_KEY, False))
 
 
+@dataclass
+class FactoryProbe:
+    """Whether the first env of a factory declared itself inline-safe, shared by slots.
+
+    ``inline_safe`` is None until that env exists. Use it inside one event loop only.
+    """
+
+    inline_safe: bool | None = None
+    _settled: asyncio.Event | None = field(default=None, repr=False)
+
+    async def claim(self) -> bool:
+        """True: the caller makes the first env and must `settle`; False: the answer is in."""
+        while self.inline_safe is None:
+            if self._settled is None:
+                self._settled = asyncio.Event()
+                return True
+            await self._settled.wait()
+        return False
+
+    def settle(self, inline_safe: bool | None) -> None:
+        """Record the first env's declaration; None (making it failed) lets another slot try."""
+        self.inline_safe = inline_safe
+        settled, self._settled = self._settled, None
+        if settled is not None:
+            settled.set()
+
+
 class EnvSlot:
-    def __init__(self, env_factory: Callable[[], Any], name: str, calls: str = "auto") -> None:
+    def __init__(
+        self,
+        env_factory: Callable[[], Any],
+        name: str,
+        calls: str = "auto",
+        probe: FactoryProbe | None = None,
+    ) -> None:
         if calls not in CALL_POLICIES:
             raise ValueError(f"calls must be one of {CALL_POLICIES}, not {calls!r}")
         self._env_factory = env_factory
         self._name = name
         self._policy = calls
+        self._probe = probe
         self._executor = self._new_executor()
         self._thread_running = False
         self._env: Any = None
@@ -56,8 +97,26 @@ class EnvSlot:
 
     async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """``env.<method>(*args, **kwargs)`` where the slot's policy says (made on first use)."""
+        if self._env is None and self._policy == "auto" and self._probe is not None:
+            await self._make_as_siblings_allow(self._probe)
         if self._policy == "inline" or (self._inline and self._env is not None):
             return self._call_here(method, *args, **kwargs)
+        return await self._on_worker(functools.partial(self._call_here, method, *args, **kwargs))
+
+    async def _make_as_siblings_allow(self, probe: FactoryProbe) -> None:
+        if await probe.claim():
+            try:
+                await self._on_worker(self._make)
+            finally:
+                probe.settle(self._inline if self._env is not None else None)
+        elif probe.inline_safe:
+            env = self._env_factory()
+            if declares_inline_safe(env):
+                self._env, self._inline = env, True
+            else:  # unlike its first sibling after all: made again, on the worker
+                _close_quietly(env)
+
+    async def _on_worker(self, function: Callable[[], Any]) -> Any:
         loop = asyncio.get_running_loop()
         if not self._thread_running:
             # ThreadPoolExecutor starts its thread inside submit() and waits until that thread
@@ -65,16 +124,17 @@ class EnvSlot:
             # event loop, stalls every agent for seconds; a helper thread pays it instead.
             await loop.run_in_executor(None, self._executor.submit, _nothing)
             self._thread_running = True
-        return await loop.run_in_executor(
-            self._executor, functools.partial(self._call_here, method, *args, **kwargs)
+        return await loop.run_in_executor(self._executor, function)
+
+    def _make(self) -> None:
+        self._env = self._env_factory()
+        self._inline = self._policy == "inline" or (
+            self._policy == "auto" and declares_inline_safe(self._env)
         )
 
     def _call_here(self, method: str, *args: Any, **kwargs: Any) -> Any:
         if self._env is None:
-            self._env = self._env_factory()
-            self._inline = self._policy == "inline" or (
-                self._policy == "auto" and declares_inline_safe(self._env)
-            )
+            self._make()
         return getattr(self._env, method)(*args, **kwargs)
 
     def discard(self) -> None:
