@@ -36,7 +36,7 @@ from rllm_agents.chat import (
 )
 from rllm_agents.chat.tool_calls import parse_openai_tool_calls
 from rllm_agents.engines.base import ModelOutput, SamplingParams
-from rllm_agents.execution.env_slot import CALL_POLICIES, EnvSlot, FactoryProbe
+from rllm_agents.execution.env_slot import CALL_POLICIES, EnvSlot, FactoryProbe, LoopPacer
 from rllm_agents.execution.progress import RewardProgress
 from rllm_agents.metrics import summarize_episodes
 from rllm_agents.types import Episode, Step, TerminationReason
@@ -149,9 +149,9 @@ class AgentExecutionEngine:
             self._rewrites_history = template_rewrites_history(self.tokenizer)
         slots: asyncio.Queue[EnvSlot] = asyncio.Queue()
         probe = FactoryProbe()
-        start_gate = asyncio.Semaphore(1)
+        pacer = LoopPacer()
         all_slots = [
-            EnvSlot(self.env_factory, f"rllm-env-{i}", self.env_calls, probe)
+            EnvSlot(self.env_factory, f"rllm-env-{i}", self.env_calls, probe, pacer)
             for i in range(min(self.n_parallel, len(jobs)))
         ]
         for slot in all_slots:
@@ -164,7 +164,7 @@ class AgentExecutionEngine:
                 async def one(index: int, task: dict[str, Any] | None, seed: int | None) -> Episode:
                     slot = await slots.get()
                     try:
-                        episode = await self._episode(slot, index, task, seed, start_gate)
+                        episode = await self._episode(slot, index, task, seed)
                     finally:
                         slots.put_nowait(slot)
                     if sink is not None:
@@ -196,19 +196,14 @@ class AgentExecutionEngine:
         return metrics
 
     async def _episode(
-        self,
-        slot: EnvSlot,
-        index: int,
-        task: dict[str, Any] | None,
-        seed: int | None,
-        start_gate: asyncio.Semaphore,
+        self, slot: EnvSlot, index: int, task: dict[str, Any] | None, seed: int | None
     ) -> Episode:
         run = _Run(index=index, task=task, seed=seed, agent=self.agent_factory())
         run.agent.reset()
         reason: TerminationReason
         error: str | None = None
         try:
-            reason = await asyncio.wait_for(self._turns(slot, run, start_gate), self.trajectory_timeout)
+            reason = await asyncio.wait_for(self._turns(slot, run), self.trajectory_timeout)
         except asyncio.TimeoutError:
             reason, error = (
                 TerminationReason.TIMEOUT,
@@ -222,13 +217,10 @@ class AgentExecutionEngine:
             slot.discard()  # the env (or the agent on its output) raised: do not reuse the env
         return self._build_episode(run, reason, error)
 
-    async def _turns(
-        self, slot: EnvSlot, run: _Run, start_gate: asyncio.Semaphore
-    ) -> TerminationReason:
+    async def _turns(self, slot: EnvSlot, run: _Run) -> TerminationReason:
         options = {"task": run.task} if run.task is not None else None
         started = time.perf_counter()
-        async with start_gate:
-            observation, info = await slot.call("reset", seed=run.seed, options=options)
+        observation, info = await slot.call("reset", seed=run.seed, options=options)
         reset_time = time.perf_counter() - started
         run.last_info = dict(info)
         run.agent.update_from_env(observation, 0.0, False, info)

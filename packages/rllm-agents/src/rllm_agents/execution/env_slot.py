@@ -21,6 +21,12 @@ may block, and when it declares itself inline-safe its siblings from the same fa
 on the event loop. Starting hundreds of threads, each waiting for the GIL, otherwise delays
 every agent's first model call by a good part of a second.
 
+Slots may also share a :class:`LoopPacer`, which lets one env call run on the loop per pass of
+the loop. Without it, when hundreds of agents become ready together (all at the start of a
+run, or when a round of model answers arrives at once), the loop runs all their resets and
+steps back to back before it looks at a socket again, and every model request of the round
+waits for the last agent's env work; paced, each request leaves as soon as its agent is ready.
+
 A slot reuses its env across tasks; after an env error or a timed-out call the env is
 abandoned and a fresh one is made.
 """
@@ -71,6 +77,18 @@ class FactoryProbe:
             settled.set()
 
 
+class LoopPacer:
+    """At most one paced call per pass of the event loop (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._gate = asyncio.Semaphore(1)
+
+    async def turn(self) -> None:
+        await self._gate.acquire()
+        # Released on the loop's next pass, after it has polled its sockets once more.
+        asyncio.get_running_loop().call_soon(self._gate.release)
+
+
 class EnvSlot:
     def __init__(
         self,
@@ -78,6 +96,7 @@ class EnvSlot:
         name: str,
         calls: str = "auto",
         probe: FactoryProbe | None = None,
+        pacer: LoopPacer | None = None,
     ) -> None:
         if calls not in CALL_POLICIES:
             raise ValueError(f"calls must be one of {CALL_POLICIES}, not {calls!r}")
@@ -85,6 +104,7 @@ class EnvSlot:
         self._name = name
         self._policy = calls
         self._probe = probe
+        self._pacer = pacer
         self._executor = self._new_executor()
         self._thread_running = False
         self._env: Any = None
@@ -98,23 +118,37 @@ class EnvSlot:
     async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """``env.<method>(*args, **kwargs)`` where the slot's policy says (made on first use)."""
         if self._env is None and self._policy == "auto" and self._probe is not None:
-            await self._make_as_siblings_allow(self._probe)
-        if self._policy == "inline" or (self._inline and self._env is not None):
-            return self._call_here(method, *args, **kwargs)
+            await self._make_first_of_factory(self._probe)
+        if self._runs_on_loop():
+            await self._pace()  # one turn covers making the env and the call
+            if self._env is None:
+                self._make()
+            if self._inline:
+                return getattr(self._env, method)(*args, **kwargs)
+            # Unlike its first sibling, this env declares nothing: made again on the worker.
+            _close_quietly(self._env)
+            self._env = None
         return await self._on_worker(functools.partial(self._call_here, method, *args, **kwargs))
 
-    async def _make_as_siblings_allow(self, probe: FactoryProbe) -> None:
+    def _runs_on_loop(self) -> bool:
+        if self._policy == "inline":
+            return True
+        if self._env is not None:
+            return self._inline
+        probe = self._probe
+        return self._policy == "auto" and probe is not None and probe.inline_safe is True
+
+    async def _make_first_of_factory(self, probe: FactoryProbe) -> None:
+        """If no sibling has yet, make the factory's first env, on the worker (may block)."""
         if await probe.claim():
             try:
                 await self._on_worker(self._make)
             finally:
                 probe.settle(self._inline if self._env is not None else None)
-        elif probe.inline_safe:
-            env = self._env_factory()
-            if declares_inline_safe(env):
-                self._env, self._inline = env, True
-            else:  # unlike its first sibling after all: made again, on the worker
-                _close_quietly(env)
+
+    async def _pace(self) -> None:
+        if self._pacer is not None:
+            await self._pacer.turn()
 
     async def _on_worker(self, function: Callable[[], Any]) -> Any:
         loop = asyncio.get_running_loop()
