@@ -96,6 +96,34 @@ def test_inline_safe_env_is_made_on_a_worker_then_stepped_on_the_loop():
         assert threads_of(calls, "close") == {loop_thread}
 
 
+def test_a_second_run_of_the_same_engine_makes_no_env_on_a_worker():
+    log: list[list[tuple[str, int]]] = []
+
+    async def run():
+        with FaultServer(completion="`Down`") as server:
+            client = OpenAIEngine(server.base_url, "canned", max_retries=0)
+            engine = AgentExecutionEngine(
+                FrozenLakeAgent,
+                lambda: ThreadRecorder(log, True),
+                client,
+                n_parallel=3,
+                max_turns=2,
+                progress=False,
+            )
+            tasks = [{"map": ["SFF", "FFF", "FFG"]}] * 3
+            try:
+                await engine.execute_tasks(tasks)
+                first_run = len(log)
+                await engine.execute_tasks(tasks)
+            finally:
+                await client.aclose()
+        return first_run, threading.get_ident()
+
+    first_run, loop_thread = asyncio.run(run())
+    second_run_makes = [threads_of(calls, "make") for calls in log[first_run:]]
+    assert second_run_makes == [{loop_thread}] * 3  # the first run's verdict is remembered
+
+
 def test_a_sibling_that_does_not_declare_inline_safety_gets_its_own_worker():
     # The first env declares inline safety, every later one does not: the later ones made on
     # the loop are closed unused and made again on a worker, which they keep for life.

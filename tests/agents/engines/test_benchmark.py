@@ -19,7 +19,19 @@ def _load_benchmark():
 
 def test_agent_throughput_harness_runs(capsys):
     report = _load_benchmark().main(
-        ["--skip-local", "--parallel", "1,8", "--latency", "0.1", "--turns", "2", "--rounds", "1"]
+        [
+            "--skip-local",
+            "--parallel",
+            "1,8",
+            "--latency",
+            "0.1",
+            "--turns",
+            "2",
+            "--rounds",
+            "1",
+            "--episodes-per-agent",
+            "2",
+        ]
     )
     runs = report["agents"]
     assert [r["parallel"] for r in runs] == [1, 8]

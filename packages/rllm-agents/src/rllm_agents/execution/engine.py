@@ -121,6 +121,8 @@ class AgentExecutionEngine:
         self.env_calls = env_calls
         self.last_metrics: dict[str, Any] = {}
         self._rewrites_history: bool | None = None
+        # What the factory's first env declared (inline-safe or not), kept for later runs.
+        self._factory_inline_safe: bool | None = None
 
     # ---- public API -------------------------------------------------------------------------
     async def execute_tasks(
@@ -148,7 +150,7 @@ class AgentExecutionEngine:
         if self.token_level and self._rewrites_history is None:
             self._rewrites_history = template_rewrites_history(self.tokenizer)
         slots: asyncio.Queue[EnvSlot] = asyncio.Queue()
-        probe = FactoryProbe()
+        probe = FactoryProbe(inline_safe=self._factory_inline_safe)
         pacer = LoopPacer()
         all_slots = [
             EnvSlot(self.env_factory, f"rllm-env-{i}", self.env_calls, probe, pacer)
@@ -180,6 +182,7 @@ class AgentExecutionEngine:
             if sink is not None:
                 sink.close()
             await asyncio.gather(*(slot.aclose() for slot in all_slots))
+            self._factory_inline_safe = probe.inline_safe
         wall = time.perf_counter() - started
         self.last_metrics = self._run_metrics(list(episodes), wall)
         return list(episodes)
