@@ -9,6 +9,7 @@ import pytest
 import rllm_envs  # noqa: F401  (registers the ids)
 from rllm_envs.code import CodeEnv, last_code_block
 from rllm_envs.code.formats import TaskFormatError, to_code_task
+from rllm_envs.code.harness import run_tests
 from rllm_envs.code.shipped import SHIPPED_SETS
 from rllm_envs.core.tasks import read_task_file
 from rllm_envs.sandbox import SandboxPolicy
@@ -101,6 +102,22 @@ def test_script_style_solutions_behave_as_if_run_directly(code_env):
     assert reward == 1.0
     _, reward, *_ = episode(code_env, ADD_TASK, "def add(a, b):\n    exit(a + b)")
     assert reward == 0.0  # leaving from inside the call is not returning a value
+
+
+def test_a_crashing_solution_is_reported_as_solution_py(code_env):
+    # The runner executes the source without compile() (see runner.py); the traceback must
+    # still name solution.py and its line, and nothing of the runner.
+    crashing = "import sys\nvalues = sys.stdin.read().split()\nprint(int(values[0]) // 0)\n"
+    test = ECHO_SUM_TASK["public_tests"][0]
+    report = run_tests(code_env.sandbox, ECHO_SUM_TASK, crashing, [test])
+    (outcome,) = report.outcomes
+    assert outcome.status == "error"
+    assert 'File "solution.py", line 3, in <module>' in outcome.error, outcome.error
+    assert outcome.error.rstrip().endswith("ZeroDivisionError: integer division or modulo by zero")
+    assert "runner" not in outcome.error and "<string>" not in outcome.error
+    report = run_tests(code_env.sandbox, ECHO_SUM_TASK, "print(1 +)", [test])
+    assert 'File "solution.py", line 1' in report.outcomes[0].error
+    assert "SyntaxError" in report.outcomes[0].error
 
 
 def test_solutions_see_the_standard_library_only(code_env):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from rllm_envs.sandbox import SandboxPolicy, make_sandbox
+from rllm_envs.sandbox.process import LAUNCHER_MARK
 
 from tests.parts import require_part
 
@@ -46,8 +47,21 @@ def require_backend(name: str) -> None:
         require_part(ready, reason)
 
 
+def _is_own_launcher(entry: Path, status: str) -> bool:
+    """The bwrap backend's launcher: a child of this test process, marked on its command line
+    (it has the sandbox's uid to start bubblewrap with, and runs no code of its own)."""
+    parent = next(line for line in status.splitlines() if line.startswith("PPid:"))
+    if int(parent.split()[1]) != os.getpid():
+        return False
+    try:
+        return LAUNCHER_MARK.encode() in (entry / "cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+
+
 def sandbox_processes(uid: int) -> list[int]:
-    """Host pids whose real uid is the sandbox's (both backends' code runs as that uid)."""
+    """Host pids whose real uid is the sandbox's (both backends' code runs as that uid), not
+    counting this process's bwrap launchers."""
     pids = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -57,7 +71,9 @@ def sandbox_processes(uid: int) -> list[int]:
         except OSError:
             continue  # exited while we looked
         uid_line = next(line for line in status.splitlines() if line.startswith("Uid:"))
-        if int(uid_line.split()[1]) == uid:
+        if int(uid_line.split()[1]) != uid:
+            continue
+        if not _is_own_launcher(entry, status):
             pids.append(int(entry.name))
     return pids
 

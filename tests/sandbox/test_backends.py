@@ -4,9 +4,12 @@ at exit, and sweeping after a crash) and the Python tool."""
 from __future__ import annotations
 
 import hashlib
+import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 from rllm_envs.core.failures import InfrastructureFailure
@@ -16,6 +19,7 @@ from rllm_envs.sandbox import (
     MissingEngineError,
     PythonInterpreter,
     SandboxPolicy,
+    devices,
     make_sandbox,
 )
 
@@ -72,6 +76,93 @@ def test_limits_are_the_policys(backend):
         box.close()
 
 
+DEVICE_PROBE = """
+import os
+open("/dev/null", "w").write("discarded")
+print(len(open("/dev/urandom", "rb").read(16)), open("/dev/zero", "rb").read(2))
+for path in ("/dev/planted", "/dev/null"):
+    try:
+        open(path + ".new", "w")
+        print("created", path)
+    except OSError:
+        pass
+"""
+
+
+@pytest.mark.parametrize("backend", ["bwrap", "docker"])
+def test_device_nodes_work_and_dev_takes_no_new_files(backend):
+    require_backend(backend)
+    box = make_sandbox(backend, TEST_POLICY)
+    try:
+        result = box.run(ExecutionRequest(("python3", "-c", DEVICE_PROBE)))
+        assert result.ok and result.stdout == "16 b'\\x00\\x00'\n", result
+    finally:
+        box.close()
+
+
+@pytest.mark.parametrize("backend", ["bwrap", "docker"])
+def test_a_program_that_cannot_be_started_exits_127(backend):
+    require_backend(backend)
+    box = make_sandbox(backend, TEST_POLICY)
+    try:
+        result = box.run(ExecutionRequest(("no-such-program", "--flag")))
+        assert result.exit_code == 127 and "no-such-program" in result.stderr, result
+        assert box.run(ExecutionRequest(("python3", "-c", "print(5)"))).stdout == "5\n"
+    finally:
+        box.close()
+
+
+def test_bwrap_devices_are_bound_one_by_one_where_no_device_folder_can_be_made(monkeypatch):
+    require_backend("bwrap")
+    monkeypatch.setattr(devices, "make_folder", lambda: None)  # as for a non-root host
+    box = make_sandbox("bwrap", TEST_POLICY)
+    try:
+        result = box.run(ExecutionRequest(("python3", "-c", DEVICE_PROBE), stdin=b"x"))
+        assert result.ok and result.stdout == "16 b'\\x00\\x00'\n", result
+        reopened = "print(open('/dev/stdin').read(), file=open('/dev/stdout', 'w'))"
+        assert box.run(ExecutionRequest(("python3", "-c", reopened), stdin=b"x")).stdout == "x\n"
+    finally:
+        box.close()
+
+
+def test_bwrap_device_folder_is_removed_at_close():
+    require_backend("bwrap")
+    box = make_sandbox("bwrap", TEST_POLICY)
+    folder = box.device_folder
+    box.close()
+    assert folder is None or not os.path.exists(folder)
+
+
+DEVICE_FOLDER_OWNER = """
+from rllm_envs.sandbox import ExecutionRequest, make_sandbox
+box = make_sandbox("bwrap")
+box.run(ExecutionRequest(("true",)))
+print(box.device_folder, flush=True)
+import time
+time.sleep(60)
+"""
+
+
+def test_bwrap_device_folder_of_a_killed_owner_is_swept():
+    require_backend("bwrap")
+    if os.geteuid() != 0:
+        pytest.skip("only root makes device folders")
+    owner = subprocess.Popen(
+        [sys.executable, "-c", DEVICE_FOLDER_OWNER], stdout=subprocess.PIPE, text=True
+    )
+    folder = owner.stdout.readline().strip()
+    owner.kill()  # no chance to clean up
+    owner.wait()
+    owner.stdout.close()
+    assert os.path.isdir(folder)
+    box = make_sandbox("bwrap", TEST_POLICY)
+    try:
+        assert box.run(ExecutionRequest(("python3", "-c", "print(6)"))).stdout == "6\n"
+    finally:
+        box.close()
+    assert not os.path.exists(folder)
+
+
 def test_stdin_is_streamed_to_the_program_in_full():
     require_backend("bwrap")
     box = make_sandbox("bwrap", TEST_POLICY)
@@ -101,6 +192,34 @@ def test_programs_can_reopen_their_standard_streams(backend):
         code = "print(open('/dev/stdin').read().upper(), file=open('/dev/stdout', 'w'))"
         result = box.run(ExecutionRequest(("python3", "-c", code), stdin=b"abc"))
         assert result.stdout == "ABC\n", result
+    finally:
+        box.close()
+
+
+def test_bwrap_launcher_is_replaced_when_gone_and_ends_with_the_sandbox():
+    require_backend("bwrap")
+    box = make_sandbox("bwrap", TEST_POLICY)
+    try:
+        assert box.run(ExecutionRequest(("python3", "-c", "print(1)"))).stdout == "1\n"
+        first = box.launcher_pid
+        os.kill(first, signal.SIGKILL)
+        time.sleep(0.2)  # it is gone (a zombie until the next run notices)
+        assert box.run(ExecutionRequest(("python3", "-c", "print(2)"))).stdout == "2\n"
+        second = box.launcher_pid
+        assert second not in (None, first)
+    finally:
+        box.close()
+    assert box.launcher_pid is None
+    assert not os.path.exists(f"/proc/{second}")  # stopped and reaped, not left running
+
+
+def test_input_files_over_the_file_size_limit_are_refused():
+    require_backend("bwrap")
+    box = make_sandbox("bwrap", TEST_POLICY)
+    big = b"x" * ((TEST_POLICY.max_file_mb << 20) + 1)
+    try:
+        with pytest.raises(ValueError, match="larger than the policy's max_file_mb"):
+            box.run(ExecutionRequest(("python3", "big.bin"), files={"big.bin": big}))
     finally:
         box.close()
 

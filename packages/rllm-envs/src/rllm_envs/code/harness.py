@@ -61,7 +61,10 @@ def request_for_test(
 ) -> ExecutionRequest:
     """The sandboxed run of one test: only the solution and this test's input go in."""
     if task["style"] == "stdio":
-        solution = (task.get("preamble") or "") + "\n" + code
+        preamble = task.get("preamble") or ""
+        # No line before the code unless there is a preamble: tracebacks then name the
+        # model's own line numbers.
+        solution = f"{preamble}\n{code}" if preamble else code
         return ExecutionRequest(
             (*PYTHON, "stdio"),
             files={"runner.py": _runner_source(), "solution.py": solution.encode()},

@@ -8,7 +8,7 @@ Usage::
     result.stdout                              # '42\\n'
     sandbox.close()
 
-Backends (``SANDBOX_BACKENDS``): ``bwrap`` (bubblewrap namespaces, rlimits and seccomp; tens of
+Backends (``SANDBOX_BACKENDS``): ``bwrap`` (bubblewrap namespaces, rlimits and seccomp; about ten
 milliseconds a run) and ``docker`` (containers of a real Docker engine with a warm pool). Both
 enforce the same policy; see docs/envs/code.md.
 :class:`PythonInterpreter` is a tool (with its JSON schema) on any of them.

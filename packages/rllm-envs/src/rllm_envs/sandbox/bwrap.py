@@ -6,18 +6,27 @@ writable place is a size-capped tmpfs at /scratch. The program runs as the polic
 unprivileged uid with no capabilities. The program is the init of its pid namespace, so when it
 exits, or bubblewrap is killed (and takes it along), the kernel kills everything else in the
 namespace: a daemon cannot outlive its run.
+
+Runs are started by a long-lived launcher (`launcher_program.py`, one per sandbox) that already
+has the uid bubblewrap must start with and sets each run's rlimits from outside: no program
+besides the requested one is executed per run (see `_Launch`).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import posixpath
+import select
 import shutil
+import signal
 import tempfile
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from rllm_envs.core.failures import InfrastructureFailure
+from rllm_envs.sandbox import devices
 from rllm_envs.sandbox.egress import MOUNT_POINT, EgressProxy
 from rllm_envs.sandbox.execution import (
     SCRATCH_DIR,
@@ -26,7 +35,7 @@ from rllm_envs.sandbox.execution import (
     sandbox_env,
 )
 from rllm_envs.sandbox.policy import SandboxPolicy
-from rllm_envs.sandbox.process import run_process
+from rllm_envs.sandbox.process import Launcher, run_process
 
 # Syscalls untrusted code never needs and that widen the kernel surface it can reach.
 DENIED_SYSCALLS = (
@@ -59,28 +68,6 @@ def seccomp_program() -> bytes | None:
         return handle.read()
 
 
-# prlimit(1) option of each resource limit; prlimit then execs the program, which inherits them.
-_PRLIMIT_OPTIONS = {
-    "RLIMIT_CPU": "--cpu",
-    "RLIMIT_AS": "--as",
-    "RLIMIT_NPROC": "--nproc",
-    "RLIMIT_FSIZE": "--fsize",
-    "RLIMIT_NOFILE": "--nofile",
-    "RLIMIT_CORE": "--core",
-}
-
-
-# The few device nodes programs use, bound from the host (a full --dev costs ~7 ms a run).
-_DEVICES = [
-    *(arg for node in ("null", "zero", "full", "random", "urandom")
-      for arg in ("--dev-bind", f"/dev/{node}", f"/dev/{node}")),
-    "--symlink", "/proc/self/fd", "/dev/fd",
-    "--symlink", "/proc/self/fd/0", "/dev/stdin",
-    "--symlink", "/proc/self/fd/1", "/dev/stdout",
-    "--symlink", "/proc/self/fd/2", "/dev/stderr",
-]  # fmt: skip
-
-
 def _file_args(file_fds: Mapping[str, int]) -> list[str]:
     """`--dir`/`--file` arguments that copy each file (from its fd) into the scratch tmpfs."""
     args: list[str] = []
@@ -103,21 +90,21 @@ def bwrap_argv(
     request: ExecutionRequest,
     *,
     status_fd: int,
+    block_fd: int,
     file_fds: Mapping[str, int],
     seccomp_fd: int | None,
     egress: EgressProxy | None = None,
+    bwrap: str = "bwrap",
+    device_folder: str | None = None,
 ) -> list[str]:
-    limits = [f"{_PRLIMIT_OPTIONS[name]}={value}" for name, value in policy.rlimits().items()]
     seccomp = ["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []
     extra_env = egress.environment() if egress else {}
     env_pairs = sandbox_env(request, extra_env).items()
     env = [arg for key, value in env_pairs for arg in ("--setenv", key, value)]
-    # Limits are set inside the new user namespace: RLIMIT_NPROC set before bubblewrap
-    # would count every process of the uid on the host, not just this run's.
-    program = ["prlimit", *limits, "--", *request.argv]
+    program = list(request.argv)
     egress_mount = ["--ro-bind", egress.folder, MOUNT_POINT] if egress else []
     return [
-        "bwrap",
+        bwrap,
         "--unshare-all",  # user, pid, network (loopback only), ipc, uts, cgroup
         # The program is the pid namespace's init: no reaper process to start and wake per
         # run, and when it exits the kernel kills whatever it left in the namespace.
@@ -130,7 +117,7 @@ def bwrap_argv(
         "--symlink", "usr/lib64", "/lib64",
         "--symlink", "usr/sbin", "/sbin",
         "--proc", "/proc",
-        *_DEVICES,
+        *devices.bwrap_args(device_folder),
         "--size", str(policy.scratch_mb << 20),
         "--tmpfs", SCRATCH_DIR,
         *_file_args(file_fds),
@@ -143,6 +130,8 @@ def bwrap_argv(
         *env,
         "--cap-drop", "ALL",
         "--json-status-fd", str(status_fd),
+        # The namespaces' first process waits here until the launcher has set its limits.
+        "--block-fd", str(block_fd),
         *seccomp,
         "--",
         *(egress.wrap(program) if egress else program),
@@ -164,7 +153,8 @@ class BwrapSandbox:
     python: str = "/usr/bin/python3"
 
     def __post_init__(self) -> None:
-        if any(shutil.which(tool) is None for tool in ("bwrap", "prlimit", "setpriv")):
+        self._bwrap = shutil.which("bwrap")
+        if self._bwrap is None:
             raise MissingEngineError(
                 "the 'bwrap' sandbox needs bubblewrap: apt-get install bubblewrap"
             )
@@ -177,49 +167,92 @@ class BwrapSandbox:
         # The one way out of the sandbox's empty network namespace, when the policy allows any.
         self._egress = EgressProxy(self.policy.network_allowlist) if self.policy.network else None
         # As root the code runs as the policy's uid; otherwise as the calling user, which
-        # bubblewrap maps into a user namespace of its own (no privileges either way).
+        # bubblewrap maps into a user namespace of its own (no privileges either way). The
+        # launcher has that uid already, so bubblewrap starts with it (see launcher_program.py).
         self._uid = self.policy.uid if os.geteuid() == 0 else None
+        if self._uid is not None and shutil.which("setpriv") is None:
+            raise MissingEngineError(
+                "the 'bwrap' sandbox needs setpriv to run code as the policy's uid when started "
+                "by root: apt-get install util-linux"
+            )
+        self._launcher = Launcher(self.python, self._uid)
+        self._devices = devices.DeviceFolder()
 
     @property
     def seccomp(self) -> bool:
         return self._seccomp is not None
 
+    @property
+    def device_folder(self) -> str | None:
+        """The folder bound as each run's /dev, or None where nodes are bound one by one."""
+        return self._devices.path()
+
+    @property
+    def launcher_pid(self) -> int | None:
+        """The launcher's pid while it runs (it has the sandbox's uid but runs no code)."""
+        return self._launcher.pid
+
     def run(self, request: ExecutionRequest) -> ExecutionResult:
-        # Files travel as memfds that bubblewrap copies into the fresh tmpfs; prlimit sets the
-        # limits and becomes the program. No long-lived helper runs inside.
-        file_fds = {name: _memfd("rllm-file", data) for name, data in request.files.items()}
-        seccomp_fd = _memfd("rllm-seccomp", self._seccomp) if self._seccomp else None
-        status_read, status_write = os.pipe()
-        fds = [status_write, *file_fds.values()] + ([seccomp_fd] if seccomp_fd else [])
+        self.policy.check_files(request.files)
+        # Files travel as memfds that bubblewrap copies into the fresh tmpfs. No long-lived
+        # helper runs inside, and no program but the requested one.
+        launch = _Launch(self._launcher, self.policy.rlimits())
         try:
+            files = {
+                name: launch.add(_memfd("rllm-file", data)) for name, data in request.files.items()
+            }
+            seccomp = launch.add(_memfd("rllm-seccomp", self._seccomp)) if self._seccomp else None
             argv = bwrap_argv(
                 self.policy,
                 request,
-                status_fd=status_write,
-                file_fds=file_fds,
-                seccomp_fd=seccomp_fd,
+                status_fd=_STATUS_FD,
+                block_fd=_BLOCK_FD,
+                file_fds=files,
+                seccomp_fd=seccomp,
                 egress=self._egress,
+                bwrap=self._bwrap,
+                device_folder=self._devices.path(),
             )
-            result = run_process(
+            finished = run_process(
+                self._launcher,
                 argv,
                 request.stdin,
                 wall_seconds=self.policy.wall_seconds,
                 max_output_bytes=self.policy.max_output_bytes,
-                pass_fds=fds,
-                user=self._uid,
+                fds=launch.fds,
+                owner=self._uid,
+                on_start=launch.release,
             )
         finally:
-            for fd in fds:
-                os.close(fd)
-            with os.fdopen(status_read, "rb") as status_stream:
-                status = status_stream.read().decode("utf-8", "replace")
-        if '"child-pid"' not in status and not result.timed_out:
+            status = launch.finish()
+        if "child-pid" not in status and not finished.timed_out:
             raise InfrastructureFailure(
-                "sandbox", f"bubblewrap could not start the sandbox: {result.stderr.strip()[:500]}"
+                "sandbox",
+                "bubblewrap could not start the sandbox: "
+                + finished.output.stderr.decode("utf-8", "replace").strip()[:500],
             )
-        return result
+        stderr = finished.output.stderr
+        if finished.stopped_by_us:
+            exit_code = -signal.SIGKILL
+        elif "exit-code" in status:
+            exit_code = status["exit-code"]  # the program's, or 128 + the signal that ended it
+        elif stderr.startswith(b"bwrap: execvp "):
+            # The program could not be executed (bubblewrap reports no exit code then): the
+            # request's fault, not the sandbox's; 127 as on Docker and in shells.
+            exit_code = 127
+        else:
+            raise InfrastructureFailure(
+                "sandbox",
+                "bubblewrap ended without an exit status: "
+                + stderr.decode("utf-8", "replace").strip()[:500],
+            )
+        return finished.output.result(
+            exit_code, timed_out=finished.timed_out, wall_seconds=finished.wall_seconds
+        )
 
     def close(self) -> None:
+        self._launcher.close()
+        self._devices.close()
         if self._egress is not None:
             self._egress.close()
 
@@ -231,3 +264,84 @@ class BwrapSandbox:
             **self.policy.describe(),
             "memory_limit": "per_process",
         }
+
+
+# Where bubblewrap finds the fds of a run (after its standard streams): the status pipe, the
+# pipe it waits on, then the files and the seccomp filter.
+_STATUS_FD, _BLOCK_FD = 3, 4
+
+
+@dataclass
+class _Launch:
+    """The host's side of starting one run. Bubblewrap reports the pid of the namespaces'
+    first process on the status pipe and holds it at `--block-fd` until the launcher has set
+    that process's rlimits, so the program and all it starts inherit them.
+
+    Set from outside, not by a `prlimit` program run inside (an exec per run); and not before
+    bubblewrap starts, where RLIMIT_NPROC would count every process of the uid on the host
+    instead of only this run's (the new user namespace keeps its own count).
+    """
+
+    launcher: Launcher
+    rlimits: dict[str, int]
+    fds: dict[int, int] = field(default_factory=dict)  # fd in bubblewrap -> our fd
+    status: bytearray = field(default_factory=bytearray)
+
+    def __post_init__(self) -> None:
+        self.status_read, status_write = os.pipe()
+        block_read, self.block_write = os.pipe()
+        self.fds = {_STATUS_FD: status_write, _BLOCK_FD: block_read}
+
+    def add(self, fd: int) -> int:
+        """Pass `fd` to bubblewrap; return its number there."""
+        number = max(self.fds) + 1
+        self.fds[number] = fd
+        return number
+
+    def _close_passed(self) -> None:
+        for fd in self.fds.values():
+            os.close(fd)
+        self.fds = {}
+
+    def release(self, deadline: float) -> None:
+        """Wait for the child's pid, have its limits set, let it run (run_process's
+        `on_start`)."""
+        # Bubblewrap holds its own copies now; ours would keep the status pipe from closing.
+        self._close_passed()
+        pid = self._child_pid(deadline)
+        if pid is None:
+            return  # bubblewrap failed (reported by run) or the deadline came: never released
+        self.launcher.set_limits(pid, self.rlimits)  # raises, leaving it held, if it cannot
+        try:
+            os.write(self.block_write, b"1")
+        except BrokenPipeError:
+            pass  # the child is already gone; its status says how
+
+    def _child_pid(self, deadline: float) -> int | None:
+        """The pid in bubblewrap's first status line, or None if it ended or time ran out."""
+        poller = select.poll()
+        poller.register(self.status_read, select.POLLIN)
+        while b"\n" not in self.status:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not poller.poll(remaining * 1000):
+                return None
+            chunk = os.read(self.status_read, 4096)
+            if not chunk:
+                return None
+            self.status += chunk
+        return json.loads(self.status[: self.status.index(b"\n")]).get("child-pid")
+
+    def finish(self) -> dict:
+        """Close the host's ends and return all bubblewrap reported (one JSON object a line,
+        merged)."""
+        self._close_passed()
+        os.close(self.block_write)
+        with os.fdopen(self.status_read, "rb") as status_stream:
+            self.status += status_stream.read()
+        merged: dict = {}
+        for line in self.status.decode("utf-8", "replace").splitlines():
+            try:
+                merged.update(json.loads(line))
+            except ValueError:
+                continue  # cut short when bubblewrap was killed
+        return merged

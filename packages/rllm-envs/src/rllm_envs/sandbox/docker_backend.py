@@ -254,6 +254,7 @@ class DockerSandbox:
         return b"%010d" % len(body) + body
 
     def run(self, request: ExecutionRequest) -> ExecutionResult:
+        self.policy.check_files(request.files)
         message = self._message(request)
         worker = self._acquire()
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -61,8 +62,19 @@ class SandboxPolicy:
     def with_limits(self, **changes: Any) -> SandboxPolicy:
         return replace(self, **changes)
 
+    def check_files(self, files: Mapping[str, bytes]) -> None:
+        """Refuse input files larger than the program itself may write (`max_file_mb`): the
+        file-size limit may already hold while a backend copies them in."""
+        for name, data in files.items():
+            if len(data) > self.max_file_mb << 20:
+                raise ValueError(
+                    f"file {name!r} ({len(data)} bytes) is larger than the policy's "
+                    f"max_file_mb ({self.max_file_mb})"
+                )
+
     def rlimits(self) -> dict[str, int]:
-        """Per-process limits set on the program (by prlimit under bwrap, the server on Docker)."""
+        """Per-process limits set on the program (by the host under bwrap, the server on
+        Docker)."""
         cpu = max(1, int(self.cpu_seconds + 0.999))
         return {
             "RLIMIT_CPU": cpu,

@@ -1,122 +1,296 @@
-"""Running one sandbox process from the host: feed its stdin, collect its output under the
-policy's byte cap and wall-clock deadline, and kill it when either is passed."""
+"""Running one sandbox process from the host: start it through the launcher, feed its stdin,
+collect its output under the policy's byte cap and wall-clock deadline, and kill it when either
+is passed."""
 
 from __future__ import annotations
 
+import json
 import os
-import selectors
+import select
 import signal
+import socket
 import subprocess
+import threading
 import time
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
 
-from rllm_envs.sandbox.execution import ExecutionResult, OutputBuffer
+from rllm_envs.core.failures import InfrastructureFailure
+from rllm_envs.sandbox.execution import OutputBuffer
 
 # Bytes written to the program's stdin per wake-up (a pipe holds 64 KiB by default).
 _STDIN_CHUNK = 1 << 16
+# Marks the launcher's command line, so it can be told apart from the code it starts.
+LAUNCHER_MARK = "rllm-sandbox-launcher"
 
 
-def kill_group(process: subprocess.Popen) -> None:
+def _launcher_source() -> str:
+    return resources.files("rllm_envs.sandbox").joinpath("launcher_program.py").read_text("utf-8")
+
+
+def _stop(process: subprocess.Popen, channel: socket.socket) -> None:
+    channel.close()  # the launcher exits on EOF
     try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+        process.wait(2)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
-def _close(stream) -> None:
-    try:
-        stream.close()
-    except OSError:
-        pass  # the program exited with unread input in the pipe
+@dataclass
+class Launcher:
+    """The host's end of `launcher_program.py`, started on first use and again whenever it is
+    gone (it died, or this process was forked and the launcher belongs to the parent).
+
+    `uid`: the uid it runs as (switched with setpriv, once), or None for the calling user.
+    Safe to share between threads: one request at a time, each answered at once.
+    """
+
+    python: str
+    uid: int | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _process: subprocess.Popen | None = field(default=None, init=False, repr=False)
+    _channel: socket.socket | None = field(default=None, init=False, repr=False)
+    _owner_pid: int = field(default=0, init=False, repr=False)
+    _finalizer: Callable[[], None] | None = field(default=None, init=False, repr=False)
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process else None
+
+    def _start(self) -> None:
+        host_end, launcher_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        become = [] if self.uid is None else ["setpriv", f"--reuid={self.uid}",
+                                              f"--regid={self.uid}", "--clear-groups"]  # fmt: skip
+        argv = [*become, self.python, "-I", "-S", "-c", _launcher_source(),
+                str(launcher_end.fileno()), LAUNCHER_MARK]  # fmt: skip
+        try:
+            process = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                pass_fds=(launcher_end.fileno(),),
+                start_new_session=True,
+                cwd="/",
+                env={"PATH": "/usr/bin:/bin"},
+            )
+        except OSError as error:
+            host_end.close()
+            raise InfrastructureFailure(
+                "sandbox", f"could not start the sandbox launcher: {error}"
+            ) from error
+        finally:
+            launcher_end.close()
+        self._process, self._channel, self._owner_pid = process, host_end, os.getpid()
+        # Stopped at close(), garbage collection or interpreter exit, whichever comes first.
+        self._finalizer = weakref.finalize(self, _stop, process, host_end)
+
+    def _forget(self) -> None:
+        """Drop a launcher that is gone or not ours (after a fork: the parent's; leave it be)."""
+        if self._finalizer is not None and self._owner_pid == os.getpid():
+            self._finalizer()
+        elif self._finalizer is not None:
+            self._finalizer.detach()
+        self._process = self._channel = self._finalizer = None
+
+    def request(self, message: dict, fds: Sequence[int] = ()) -> tuple[dict, list[int]]:
+        data = json.dumps(message).encode()
+        with self._lock:
+            if self._process is not None and (
+                self._owner_pid != os.getpid() or self._process.poll() is not None
+            ):
+                self._forget()
+            if self._channel is None:
+                self._start()
+            try:
+                socket.send_fds(self._channel, [data], list(fds))
+                reply, reply_fds, _, _ = socket.recv_fds(
+                    self._channel, 1 << 16, 4, socket.MSG_CMSG_CLOEXEC
+                )
+            except OSError as error:
+                reply, reply_fds = b"", []
+                failure = error
+            else:
+                failure = None
+            if not reply:
+                self._forget()
+                raise InfrastructureFailure(
+                    "sandbox", f"the sandbox launcher stopped ({failure or 'no reply'})"
+                )
+        answer = json.loads(reply)
+        if "error" in answer:
+            for fd in reply_fds:
+                os.close(fd)
+            raise InfrastructureFailure("sandbox", f"the sandbox launcher: {answer['error']}")
+        return answer, reply_fds
+
+    def spawn(self, argv: Sequence[str], fds: Mapping[int, int]) -> Child:
+        """Start `argv` in a new session with `fds` (child number -> our fd) and nothing else."""
+        message = {"op": "spawn", "argv": list(argv), "env": {"PATH": "/usr/bin:/bin"},
+                   "fds": list(fds)}  # fmt: skip
+        answer, (pidfd,) = self.request(message, list(fds.values()))
+        return Child(answer["pid"], pidfd)
+
+    def set_limits(self, pid: int, rlimits: Mapping[str, int]) -> None:
+        self.request({"op": "limit", "pid": pid, "rlimits": dict(rlimits)})
+
+    def close(self) -> None:
+        with self._lock:
+            if self._process is not None:
+                self._forget()
 
 
-def _pump(process: subprocess.Popen, payload: bytes, output: OutputBuffer, deadline: float) -> bool:
-    """Feed stdin and drain stdout/stderr from one selector until the program has closed its
+@dataclass
+class Child:
+    """A process the launcher started (its parent, which reaps it), watched and signalled
+    through a pidfd: unlike the pid, that keeps naming this process once it has been reaped."""
+
+    pid: int
+    pidfd: int
+
+    def wait(self, timeout: float) -> bool:
+        """True once the process has exited; False if `timeout` seconds pass first."""
+        poller = select.poll()
+        poller.register(self.pidfd, select.POLLIN)
+        return bool(poller.poll(max(timeout, 0) * 1000))
+
+    def kill(self) -> None:
+        try:
+            signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # already exited
+
+    def close(self) -> None:
+        os.close(self.pidfd)
+
+
+def _close(*fds: int) -> None:
+    for fd in fds:
+        os.close(fd)
+
+
+def _pump(
+    stdin: int, outputs: Mapping[int, str], payload: bytes, output: OutputBuffer, deadline: float
+) -> bool:
+    """Feed stdin and drain stdout/stderr from one poller until the program has closed its
     output and taken (or refused) its input, the cap is passed or the deadline comes; True when
     the deadline came first.
 
     One loop instead of a writer thread: a program that never reads its input cannot block us,
-    and no thread is started per run.
+    and no thread is started per run. Closes `stdin` (once written, or on return), so the caller
+    must not: a second close could hit a number another thread has opened since.
     """
-    stdin = process.stdin
     pending = memoryview(payload)
-    with selectors.DefaultSelector() as selector:
-        selector.register(process.stdout, selectors.EVENT_READ, "stdout")
-        selector.register(process.stderr, selectors.EVENT_READ, "stderr")
+    poller = select.poll()
+    open_outputs = dict(outputs)
+    stdin_open = True
+    try:
+        for fd in open_outputs:
+            poller.register(fd, select.POLLIN)
         if pending:
-            os.set_blocking(stdin.fileno(), False)
-            selector.register(stdin, selectors.EVENT_WRITE, "stdin")
+            os.set_blocking(stdin, False)
+            poller.register(stdin, select.POLLOUT)
         else:
             _close(stdin)
-        while selector.get_map():
+            stdin_open = False
+        while open_outputs or stdin_open:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return True
-            for key, _ in selector.select(remaining):
-                if key.data == "stdin":
+            for fd, _ in poller.poll(remaining * 1000):
+                if fd == stdin and stdin_open:
                     try:
-                        pending = pending[os.write(key.fd, pending[:_STDIN_CHUNK]) :]
+                        pending = pending[os.write(fd, pending[:_STDIN_CHUNK]) :]
                     except BlockingIOError:
                         continue
                     except OSError:  # the program closed its stdin or exited: drop the rest
                         pending = pending[:0]
                     if not pending:
-                        selector.unregister(stdin)
+                        poller.unregister(stdin)
                         _close(stdin)
+                        stdin_open = False
                     continue
-                data = os.read(key.fd, 65536)
+                if fd not in open_outputs:
+                    continue
+                data = os.read(fd, 65536)
                 if not data:
-                    selector.unregister(key.fileobj)
-                elif not output.add(key.data, data):
+                    poller.unregister(fd)
+                    del open_outputs[fd]
+                elif not output.add(open_outputs[fd], data):
                     return False
-    return False
+        return False
+    finally:
+        if stdin_open:
+            _close(stdin)
+
+
+@dataclass
+class Finished:
+    """How a run ended, before the backend adds its exit code."""
+
+    output: OutputBuffer
+    timed_out: bool
+    wall_seconds: float
+
+    @property
+    def stopped_by_us(self) -> bool:
+        return self.timed_out or self.output.truncated
 
 
 def run_process(
+    launcher: Launcher,
     argv: Sequence[str],
     payload: bytes,
     *,
     wall_seconds: float,
     max_output_bytes: int,
-    pass_fds: Sequence[int] = (),
-    user: int | None = None,
-) -> ExecutionResult:
-    """Run `argv` in its own process group; everything in that group is killed on return."""
+    fds: Mapping[int, int] | None = None,
+    owner: int | None = None,
+    on_start: Callable[[float], None] | None = None,
+) -> Finished:
+    """Run `argv` (in a session of its own) with `fds` (child number -> our fd) besides its
+    standard streams; it is killed on return.
+
+    `owner`: the uid to hand the standard streams' pipes to, so the program may reopen them by
+    path (/dev/stdin, /proc/self/fd/0) as programs sometimes do. `on_start(deadline)` is called
+    once the process is started, before any I/O with it (the bwrap backend sets the program's
+    limits there); what it raises ends the run.
+    """
     started = time.monotonic()
     deadline = started + wall_seconds
-    if user is not None:
-        # setpriv rather than Popen(user=...): changing ids in the child stops CPython from
-        # using vfork, and forking a trainer with gigabytes resident costs ~100 ms a run.
-        argv = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *argv]
-    process = subprocess.Popen(
-        list(argv),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        pass_fds=tuple(pass_fds),
-        start_new_session=True,
-        env={"PATH": "/usr/bin:/bin"},
-    )
+    stdin_read, stdin_write = os.pipe()
+    stdout_read, stdout_write = os.pipe()
+    stderr_read, stderr_write = os.pipe()
+    ours = (stdin_write, stdout_read, stderr_read)
+    try:
+        if owner is not None:
+            for fd in (stdin_read, stdout_write, stderr_write):
+                os.fchown(fd, owner, owner)
+        child = launcher.spawn(
+            argv, {0: stdin_read, 1: stdout_write, 2: stderr_write, **(fds or {})}
+        )
+    except BaseException:
+        _close(*ours)
+        raise
+    finally:
+        _close(stdin_read, stdout_write, stderr_write)
     output = OutputBuffer(max_output_bytes)
     timed_out = False
+    stdin_closed = False
     try:
-        if user is not None:
-            # The pipes are the program's stdin/stdout/stderr: let it reopen them by path
-            # (/dev/stdin, /proc/self/fd/0) as programs sometimes do.
-            for pipe in (process.stdin, process.stdout, process.stderr):
-                os.fchown(pipe.fileno(), user, user)
-        timed_out = _pump(process, payload, output, deadline)
+        if on_start is not None:
+            on_start(deadline)
+        outputs = {stdout_read: "stdout", stderr_read: "stderr"}
+        stdin_closed = True  # _pump closes it whatever happens
+        timed_out = _pump(stdin_write, outputs, payload, output, deadline)
         if not timed_out and not output.truncated:
             # Output closed: the program is done, or it closed its streams and runs on.
-            try:
-                process.wait(max(deadline - time.monotonic(), 0))
-            except subprocess.TimeoutExpired:
-                timed_out = True
+            timed_out = not child.wait(deadline - time.monotonic())
     finally:
-        kill_group(process)
-        process.wait()
-        for pipe in (process.stdin, process.stdout, process.stderr):
-            _close(pipe)
-    stopped_by_us = timed_out or output.truncated
-    exit_code = -signal.SIGKILL if stopped_by_us else process.returncode
-    return output.result(exit_code, timed_out=timed_out, wall_seconds=time.monotonic() - started)
+        child.kill()
+        child.wait(5)
+        child.close()
+        _close(stdout_read, stderr_read, *(() if stdin_closed else (stdin_write,)))
+    return Finished(output, timed_out, time.monotonic() - started)
