@@ -9,7 +9,7 @@ from typing import Any
 from rllm_envs.code.formats import TaskFormatError, to_code_task
 from rllm_envs.code.harness import TestReport, run_tests
 from rllm_envs.code.shipped import SHIPPED_SETS
-from rllm_envs.core.tasks import Row, TaskSet, TaskSources, read_task_file
+from rllm_envs.core.tasks import Row, TaskSet, TaskSources
 from rllm_envs.core.text_env import TextEnv, Transition
 from rllm_envs.sandbox import SandboxPolicy, make_sandbox
 
@@ -40,10 +40,10 @@ def last_code_block(text: str) -> str | None:
 
 
 def shipped_tasks() -> TaskSet:
-    rows: list[Row] = []
-    for path in SHIPPED_SETS.values():
-        rows.extend(read_task_file(path))
-    return TaskSet("shipped:all", tuple(rows))
+    # Each shipped set is parsed once per process (TaskSources caches it); joining them is cheap.
+    sources = TaskSources(shipped=SHIPPED_SETS)
+    rows = tuple(row for name in SHIPPED_SETS for row in sources.load(f"shipped:{name}").rows)
+    return TaskSet("shipped:all", rows)
 
 
 def load_code_tasks(
