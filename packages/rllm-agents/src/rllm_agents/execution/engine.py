@@ -2,8 +2,9 @@
 
 Each task runs as one episode: ``env.reset(seed, options={"task": row})``, then turns of
 *agent → model → env* until the env ends it or a limit does. ``n_parallel`` episodes run at
-once, each on an :class:`~rllm_agents.execution.env_slot.EnvSlot` (its env's own thread), while
-model calls from all of them overlap on the event loop (engines batch them).
+once, each on an :class:`~rllm_agents.execution.env_slot.EnvSlot` (its env's own thread, or the
+event loop for envs that declare themselves inline-safe), while model calls from all of them
+overlap on the event loop (engines batch them).
 
 Nothing is lost: an engine exception, a stall past ``trajectory_timeout`` or an env crash ends
 that episode as :attr:`TerminationReason.ERROR` / ``TIMEOUT`` with the partial trajectory and the

@@ -58,7 +58,7 @@ class FactoryProbe:
     """
 
     inline_safe: bool | None = None
-    _settled: asyncio.Event | None = field(default=None, repr=False)
+    _settled: asyncio.Event | None = field(default=None, init=False, repr=False)
 
     async def claim(self) -> bool:
         """True: the caller makes the first env and must `settle`; False: the answer is in."""
