@@ -36,6 +36,15 @@ def test_chunked_answer_with_extensions_and_trailers():
     assert (response.body, keep) == (b"Wikipedia", True)
 
 
+def test_bytes_beyond_the_answer_make_the_connection_unusable():
+    head = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n"
+    response, keep = parse_response(head + b"{}" + b"HTTP/1.1 200", eof=False)
+    assert (response.body, keep) == (b"{}", False)
+    chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"
+    assert parse_response(chunked, eof=False)[1] is True
+    assert parse_response(chunked + b"x", eof=False)[1] is False
+
+
 def test_answer_without_length_ends_at_close_and_is_not_reused():
     raw = b"HTTP/1.1 200 OK\r\n\r\n{}"
     assert parse_response(raw, eof=False) is None

@@ -234,16 +234,18 @@ def parse_response(buffer: bytes | bytearray, eof: bool) -> tuple[HttpResponse, 
     chunked = "chunked" in headers.get("transfer-encoding", "").lower()
     length = headers.get("content-length")
     if chunked:
-        body = _chunked_body(buffer, start)
+        body, end = _chunked_body(buffer, start)
     elif length is not None:
-        size = _content_length(length)
-        body = bytes(buffer[start : start + size]) if len(buffer) - start >= size else None
+        end = start + _content_length(length)
+        body = bytes(buffer[start:end]) if len(buffer) >= end else None
     else:
-        body = bytes(buffer[start:]) if eof else None  # the body runs until the server closes
+        body, end = (bytes(buffer[start:]), len(buffer)) if eof else (None, 0)
     if body is None:
         return None
     keep = version == "HTTP/1.1" and (chunked or length is not None)
     keep = keep and "close" not in headers.get("connection", "").lower()
+    # Bytes beyond the answer were never asked for: the connection's state is unknown.
+    keep = keep and len(buffer) == end
     return HttpResponse(status, headers, body), keep
 
 
@@ -274,13 +276,13 @@ def _content_length(value: str) -> int:
     return size
 
 
-def _chunked_body(buffer: bytes | bytearray, position: int) -> bytes | None:
-    """The body of a chunked answer starting at ``position``, or None while incomplete."""
+def _chunked_body(buffer: bytes | bytearray, position: int) -> tuple[bytes | None, int]:
+    """(body, end offset) of a chunked answer starting at ``position``; None while incomplete."""
     chunks = []
     while True:
         line_end = buffer.find(b"\r\n", position)
         if line_end < 0:
-            return None
+            return None, 0
         size_field = bytes(buffer[position:line_end]).split(b";", 1)[0].strip()
         try:
             size = int(size_field, 16)
@@ -288,9 +290,10 @@ def _chunked_body(buffer: bytes | bytearray, position: int) -> bytes | None:
             raise HttpTransportError(f"bad chunk size {size_field[:40]!r}") from None
         if size == 0:
             # Optional trailers, then a blank line, end the body.
-            return b"".join(chunks) if buffer.find(b"\r\n\r\n", line_end) >= 0 else None
+            blank = buffer.find(b"\r\n\r\n", line_end)
+            return (b"".join(chunks), blank + 4) if blank >= 0 else (None, 0)
         data_start = line_end + 2
         if len(buffer) < data_start + size + 2:
-            return None
+            return None, 0
         chunks.append(bytes(buffer[data_start : data_start + size]))
         position = data_start + size + 2
