@@ -37,7 +37,7 @@ from rllm_agents.chat import (
 )
 from rllm_agents.chat.tool_calls import parse_openai_tool_calls
 from rllm_agents.engines.base import ModelOutput, SamplingParams
-from rllm_agents.execution.env_slot import CALL_POLICIES, EnvSlot, FactoryProbe, LoopPacer
+from rllm_agents.execution.env_slot import EnvSlot, FactoryProbe, LoopPacer, check_call_policy
 from rllm_agents.execution.progress import RewardProgress
 from rllm_agents.metrics import summarize_episodes
 from rllm_agents.types import Episode, Step, TerminationReason
@@ -103,8 +103,7 @@ class AgentExecutionEngine:
     ) -> None:
         if n_parallel < 1 or max_turns < 1:
             raise ValueError("n_parallel and max_turns must be at least 1")
-        if env_calls not in CALL_POLICIES:
-            raise ValueError(f"env_calls must be one of {CALL_POLICIES}, not {env_calls!r}")
+        check_call_policy(env_calls, "env_calls")
         self.agent_factory = agent_factory
         self.env_factory = env_factory
         self.engine = engine

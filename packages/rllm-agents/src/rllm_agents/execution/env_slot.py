@@ -45,6 +45,12 @@ INLINE_SAFE_KEY = "rllm.inline_safe"
 CALL_POLICIES = ("auto", "thread", "inline")
 
 
+def check_call_policy(policy: str, argument: str = "calls") -> None:
+    """Refuse an unknown policy, naming the argument it came in."""
+    if policy not in CALL_POLICIES:
+        raise ValueError(f"{argument} must be one of {CALL_POLICIES}, not {policy!r}")
+
+
 def declares_inline_safe(env: Any) -> bool:
     """Whether the env says its calls are cheap and thread-agnostic (wrappers pass it through)."""
     return bool((getattr(env, "metadata", None) or {}).get(INLINE_SAFE_KEY, False))
@@ -98,8 +104,7 @@ class EnvSlot:
         probe: FactoryProbe | None = None,
         pacer: LoopPacer | None = None,
     ) -> None:
-        if calls not in CALL_POLICIES:
-            raise ValueError(f"calls must be one of {CALL_POLICIES}, not {calls!r}")
+        check_call_policy(calls)
         self._env_factory = env_factory
         self._name = name
         self._policy = calls
@@ -109,11 +114,6 @@ class EnvSlot:
         self._thread_running = False
         self._env: Any = None
         self._inline = False
-
-    @property
-    def inline(self) -> bool:
-        """True when calls on the current env run directly on the event loop."""
-        return self._inline
 
     async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """``env.<method>(*args, **kwargs)`` where the slot's policy says (made on first use)."""

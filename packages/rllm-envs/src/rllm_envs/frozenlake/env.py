@@ -21,7 +21,7 @@ from rllm_envs.frozenlake.dynamics import Lake
 from rllm_envs.frozenlake.solver import MOVE_NAMES, move
 
 DATA = Path(__file__).parent / "data"
-RECENT_LAKES = 256
+RECENT_MAPS = 256
 SHIPPED_SPLITS = {"train": DATA / "train.jsonl", "test": DATA / "test.jsonl"}
 DEFAULTS = {"size": 4, "p": 0.8, "slippery": False}
 
@@ -170,7 +170,7 @@ class FrozenLakeEnv(TextEnv):
         return recall(self.recent_maps, tuple(rows), lambda: check_map(rows))
 
 
-def recall(cache: dict, key: Any, build: Callable[[], Any], limit: int = RECENT_LAKES) -> Any:
+def recall(cache: dict, key: Any, build: Callable[[], Any], limit: int = RECENT_MAPS) -> Any:
     """`cache[key]`, built on a miss; the least recently used entry goes beyond `limit`."""
     value = cache.pop(key) if key in cache else build()
     cache[key] = value  # dicts keep insertion order: the most recent is last

@@ -180,26 +180,10 @@ class NativeTrainer:
         self.model.eval()
         settings = self._rollout_settings(temperature)
         with self._autocast():
+            inputs = (self.model, self.tokenizer, self.env_factory, self.agent_factory, seeds)
             if self.config.rollout.engine == "execution":
-                return run_engine_rollouts(
-                    self.model,
-                    self.tokenizer,
-                    self.env_factory,
-                    self.agent_factory,
-                    seeds,
-                    settings,
-                    timings,
-                    engine_seed,
-                )
-            return run_rollouts(
-                self.model,
-                self.tokenizer,
-                self.env_factory,
-                self.agent_factory,
-                seeds,
-                settings,
-                timings,
-            )
+                return run_engine_rollouts(*inputs, settings, timings, engine_seed)
+            return run_rollouts(*inputs, settings, timings)
 
     # -- the update ------------------------------------------------------------------------
     def _forward(self, batch: TensorBatch, model=None, want_hidden: bool = False):
