@@ -6,7 +6,7 @@ set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
 
-APT_PACKAGES=(docker.io bubblewrap chromium debootstrap iproute2 git fonts-liberation)
+APT_PACKAGES=(docker.io bubblewrap chromium debootstrap iproute2 git fonts-liberation openssl)
 
 as_root() {
     if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else

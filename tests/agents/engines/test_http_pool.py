@@ -11,6 +11,8 @@ import subprocess
 import pytest
 from rllm_agents.engines.http_pool import HttpPool, HttpTransportError, parse_response
 
+from tests.parts import require_part
+
 BODY = json.dumps({"prompt": "hi"}).encode()
 
 
@@ -269,8 +271,7 @@ def test_base_url_must_be_http_or_https():
 def certificate(tmp_path_factory):
     """A self-signed certificate for 127.0.0.1, made with the openssl command."""
     openssl = shutil.which("openssl")
-    if openssl is None:
-        pytest.skip("the openssl command is not installed")
+    require_part(openssl is not None, "the openssl command is not installed")
     folder = tmp_path_factory.mktemp("tls")
     cert, key = folder / "cert.pem", folder / "key.pem"
     subprocess.run(
