@@ -20,7 +20,9 @@ from rllm_train.verl.versions import SUPPORTED_VERL_VERSIONS, verl_status
 
 from tests.parts import require_part
 
-DEFAULT_TASK = "rllm_train.default_task:rllm_train/Arithmetic-v0"
+# The embedded default task (rllm/Arithmetic-v0, in ENV_IDS) under the id older configs use:
+# deprecated, still made.
+OLD_DEFAULT_TASK = "rllm_train.default_task:rllm_train/Arithmetic-v0"
 # Settings a built-in env needs to be made at all (GymText wraps another Gymnasium env).
 ENV_KWARGS: dict[str, list[str]] = {"rllm/GymText-v0": ["env.kwargs.env_id=CartPole-v1"]}
 
@@ -44,7 +46,7 @@ def test_native_dry_run_prints_our_config(capsys, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("env_id", [*rllm_envs.ENV_IDS, DEFAULT_TASK])
+@pytest.mark.parametrize("env_id", [*rllm_envs.ENV_IDS, OLD_DEFAULT_TASK])
 def test_verl_dry_run_prints_verls_composed_config(capsys, tmp_path, tiny_model, env_id):
     require_verl()
     output = tmp_path / "run"

@@ -19,7 +19,7 @@ from rllm_train.native.rollout import RolloutSettings, run_rollouts
 
 from tests.train.conftest import run_overrides
 
-DEFAULT_TASK = "rllm_train.default_task:rllm_train/Arithmetic-v0"
+DEFAULT_TASK = "rllm/Arithmetic-v0"
 
 
 def read_rows(output):

@@ -20,7 +20,7 @@ import torch
 from tests.train.conftest import run_overrides
 
 STEPS = 4
-DEFAULT_TASK = "rllm_train.default_task:rllm_train/Arithmetic-v0"
+DEFAULT_TASK = "rllm/Arithmetic-v0"
 REPO = Path(__file__).resolve().parents[2]
 
 

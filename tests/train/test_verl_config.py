@@ -15,7 +15,9 @@ from rllm_train.verl.spec import VerlConfigError, VerlRunSpec
 from rllm_train.verl.versions import VerlStatus, VerlUnavailableError, check_status, verl_status
 
 FROZENLAKE = "rllm/FrozenLake-v0"
-DEFAULT_TASK = "rllm_train.default_task:rllm_train/Arithmetic-v0"  # rllm-train's embedded default
+# The embedded default task (rllm/Arithmetic-v0, in ENV_IDS) under the id older configs use:
+# deprecated, still made.
+OLD_DEFAULT_TASK = "rllm_train.default_task:rllm_train/Arithmetic-v0"
 
 
 def spec_for(tmp_path, **changes) -> VerlRunSpec:
@@ -205,7 +207,7 @@ def test_dry_run_prints_config_and_data_layout(prepared):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("env_id", [*rllm_envs.ENV_IDS, DEFAULT_TASK])
+@pytest.mark.parametrize("env_id", [*rllm_envs.ENV_IDS, OLD_DEFAULT_TASK])
 def test_dry_run_works_for_every_built_in_env(tmp_path, env_id):
     spec = VerlRunSpec(
         env_id=env_id,

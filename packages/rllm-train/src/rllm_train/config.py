@@ -44,7 +44,7 @@ class ModelConfig:
 @dataclass
 class EnvConfig:
     # Any Gymnasium id; "pkg.module:ns/Name-vN" imports the registering module first.
-    id: str = "rllm_train.default_task:rllm_train/Arithmetic-v0"
+    id: str = "rllm/Arithmetic-v0"  # the embedded default task (rllm_envs.arithmetic)
     kwargs: dict[str, Any] = field(default_factory=dict)
     agent: str = ""  # "module:Class" of a BaseAgent; empty = the agent registered for the env
     system_prompt: str = ""  # given to the agent as its system prompt; empty = its own

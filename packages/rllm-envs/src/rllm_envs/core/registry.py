@@ -27,6 +27,13 @@ ENV_ENTRIES: tuple[EnvEntry, ...] = (
     EnvEntry("rllm/Code-v0", "rllm_envs.code:CodeEnv", extra="code"),
     EnvEntry("rllm/MCP-v0", "rllm_envs.mcp:MCPEnv", extra="mcp"),
     EnvEntry("rllm/Web-v0", "rllm_envs.web:WebEnv", extra="web"),
+    EnvEntry("rllm/Arithmetic-v0", "rllm_envs.arithmetic:ArithmeticEnv"),
+)
+
+# Old ids kept for one version after an env moved: registered too (so code using them still
+# works), but not listed in ENV_IDS; their env warns with the new id when made.
+DEPRECATED_ENTRIES: tuple[EnvEntry, ...] = (
+    EnvEntry("rllm_train/Arithmetic-v0", "rllm_envs.arithmetic:DeprecatedArithmeticEnv"),
 )
 
 
@@ -34,7 +41,7 @@ def register_envs() -> None:
     """Register every rllm id with Gymnasium (idempotent)."""
     from gymnasium.envs.registration import register, registry
 
-    for entry in ENV_ENTRIES:
+    for entry in (*ENV_ENTRIES, *DEPRECATED_ENTRIES):
         if entry.id not in registry:
             register(
                 id=entry.id,

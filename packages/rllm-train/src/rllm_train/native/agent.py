@@ -10,7 +10,10 @@ from rllm_agents.agents.registry import agent_for_env
 from rllm_train import default_task
 
 # Agent arguments the trainer uses by default for an env id (the user's agent_args win).
-DEFAULT_AGENT_ARGS: dict[str, dict[str, object]] = {default_task.ENV_ID: default_task.AGENT_ARGS}
+DEFAULT_AGENT_ARGS: dict[str, dict[str, object]] = {
+    env_id: default_task.AGENT_ARGS
+    for env_id in (default_task.ENV_ID, default_task.DEPRECATED_ENV_ID)
+}
 
 
 def default_agent_args(env_id: str) -> dict[str, object]:
