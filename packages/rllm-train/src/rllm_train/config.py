@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from rllm_train.verl.from_config import VerlOptions
+from rllm_train.verl.options import VerlOptions
 
 ALGORITHMS = ("grpo", "rloo", "reinforce_plus_plus", "ppo")
 BACKENDS = ("native", "verl")

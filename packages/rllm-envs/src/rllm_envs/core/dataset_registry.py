@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from rllm_envs.core.tasks import TaskSet, read_task_file
+from rllm_envs.core.task_set import TaskSet, read_task_file
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 

@@ -13,6 +13,10 @@ from typing import Any
 
 import numpy as np
 from gymnasium.spaces import Text
+from gymnasium.spaces.utils import flatten
+from gymnasium.vector.utils.shared_memory import read_from_shared_memory
+
+from rllm_envs.core import vector_text
 
 # Unicode scalar values: every code point except the UTF-16 surrogate range, which cannot be
 # encoded to UTF-8 and so can never appear in text a model produced or a tokenizer reads.
@@ -136,6 +140,8 @@ def fit_observation(text: str, space: UnicodeText) -> str:
     return text[: space.max_length - len(marker)] + marker
 
 
-# Async vector envs keep observations in shared memory; this teaches Gymnasium to read
-# UnicodeText there (it needs the class above, hence the import at the end).
-from rllm_envs.core import vector_text as _vector_text  # noqa: E402, F401
+# Async vector envs keep observations in shared memory: Gymnasium's dispatch tables learn to
+# write and read UnicodeText there, registered here with the class so no import of it can
+# miss them.
+flatten.register(UnicodeText)(vector_text.flatten_text)
+read_from_shared_memory.register(UnicodeText)(vector_text.read_shared_text)

@@ -26,81 +26,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from rllm_envs.core.dataset_registry import DatasetRegistry
+from rllm_envs.core.task_set import FILE_READERS, Row, TaskSet, read_task_file
 
-Row = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class TaskSet:
-    """An immutable, ordered collection of task rows."""
-
-    name: str
-    rows: tuple[Row, ...]
-
-    def __post_init__(self) -> None:
-        if not self.rows:
-            raise ValueError(f"task set {self.name!r} is empty")
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def __getitem__(self, index: int) -> Row:
-        # A copy, like `draw`: rows may be shared by every env made from the same source.
-        return dict(self.rows[index])
-
-    def draw(self, rng: np.random.Generator) -> Row:
-        """A row chosen uniformly with the caller's generator (the env's `np_random`)."""
-        return dict(self.rows[int(rng.integers(len(self.rows)))])
-
-    def take(self, count: int) -> TaskSet:
-        return TaskSet(f"{self.name}[:{count}]", self.rows[:count])
-
-
-def _read_jsonl(path: Path) -> list[Row]:
-    rows = []
-    with path.open(encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, 1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as error:
-                    raise ValueError(f"{path}:{line_number}: not valid JSON ({error})") from error
-    return rows
-
-
-def _read_json(path: Path) -> list[Row]:
-    data = json.loads(path.read_text(encoding="utf-8"))
-    if not isinstance(data, list):
-        raise ValueError(f"{path}: expected a JSON list of task objects")
-    return data
-
-
-def _read_parquet(path: Path) -> list[Row]:
-    try:
-        import pyarrow.parquet as parquet
-    except ImportError as error:
-        raise ImportError(
-            "reading Parquet task files needs pyarrow: pip install pyarrow"
-        ) from error
-    return parquet.read_table(path).to_pylist()
-
-
-FILE_READERS: Mapping[str, Callable[[Path], list[Row]]] = {
-    ".jsonl": _read_jsonl,
-    ".json": _read_json,
-    ".parquet": _read_parquet,
-}
-
-
-def read_task_file(path: str | Path) -> list[Row]:
-    path = Path(path).expanduser()
-    reader = FILE_READERS.get(path.suffix.lower())
-    if reader is None:
-        raise ValueError(f"{path}: unknown task file type; use one of {sorted(FILE_READERS)}")
-    if not path.is_file():
-        raise FileNotFoundError(f"task file not found: {path}")
-    return reader(path)
+# TaskSet, Row and the file readers live in task_set (the dataset registry builds on them too);
+# they are part of this module's interface as well.
+__all__ = [
+    "FILE_READERS",
+    "Row",
+    "TaskSet",
+    "TaskSources",
+    "check_columns",
+    "read_task_file",
+    "rename_columns",
+    "task_id",
+]
 
 
 def _load_hf(spec: str, split: str) -> list[Row]:
@@ -119,8 +59,6 @@ def _load_hf(spec: str, split: str) -> list[Row]:
 
 
 def _load_registry(name: str, split: str) -> list[Row]:
-    from rllm_envs.core.dataset_registry import DatasetRegistry
-
     return list(DatasetRegistry.load_dataset(name, split).rows)
 
 

@@ -6,6 +6,10 @@ view of the memory, so the copies are current; for `Text` it is a tuple of strin
 build time (all NUL characters). Here a :class:`UnicodeText` batch is a live view instead:
 copying it (what the vector env does with ``copy=True``, the default) reads the strings as they
 are now. Writing is vectorised too (one UTF-32 encode instead of a Python loop a character).
+
+The functions here work for :class:`~rllm_envs.core.spaces.UnicodeText`, whose characters are
+indexed by code point; :mod:`rllm_envs.core.spaces` registers them with Gymnasium for it, where
+the class is defined (so this module needs nothing from that one).
 """
 
 from __future__ import annotations
@@ -14,16 +18,13 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from gymnasium.spaces.utils import flatten
-from gymnasium.vector.utils.shared_memory import read_from_shared_memory
-
-from rllm_envs.core.spaces import UnicodeText
+from gymnasium.spaces import Text
 
 
 class SharedTextBatch(Sequence):
     """The strings of `count` envs in one shared-memory block, read on access."""
 
-    def __init__(self, space: UnicodeText, shared_memory: Any, count: int) -> None:
+    def __init__(self, space: Text, shared_memory: Any, count: int) -> None:
         self.space = space
         self.shared_memory = shared_memory
         self.count = count
@@ -57,13 +58,13 @@ def _decode(codes: np.ndarray) -> str:
     return codes.astype("<u4").tobytes().decode("utf-32-le", "surrogatepass")
 
 
-@read_from_shared_memory.register(UnicodeText)
-def _read_unicode_text(space: UnicodeText, shared_memory: Any, n: int = 1) -> SharedTextBatch:
+def read_shared_text(space: Text, shared_memory: Any, n: int = 1) -> SharedTextBatch:
+    """Gymnasium's `read_from_shared_memory` for the space: a live view of the `n` strings."""
     return SharedTextBatch(space, shared_memory, n)
 
 
-@flatten.register(UnicodeText)
-def _flatten_unicode_text(space: UnicodeText, x: str) -> np.ndarray:
+def flatten_text(space: Text, x: str) -> np.ndarray:
+    """Gymnasium's `flatten` for the space: code points, padded with the charset's length."""
     codes = np.frombuffer(x.encode("utf-32-le", "surrogatepass"), dtype="<u4").astype(np.int32)
     if len(codes) > space.max_length:
         raise ValueError(f"text of {len(codes)} characters does not fit {space}")

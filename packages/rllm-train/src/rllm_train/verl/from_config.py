@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from rllm_train.verl.options import VerlOptions
+from rllm_train.verl.spec import VerlConfigError, VerlRunSpec
 
 __all__ = ["VerlOptions", "model_path", "response_budget", "spec_from_config"]
 
@@ -55,12 +56,8 @@ def _algorithm_overrides(algorithm: Any, trainer: Any) -> list[str]:
     ]
 
 
-def spec_from_config(config: Any):
+def spec_from_config(config: Any) -> VerlRunSpec:
     """The :class:`~rllm_train.verl.spec.VerlRunSpec` a ``TrainConfig`` describes."""
-    # Imported here: rllm_train.config imports this module (for VerlOptions) and spec imports
-    # rllm_train.config, so a module-level import would be a cycle.
-    from rllm_train.verl.spec import VerlConfigError, VerlRunSpec
-
     if config.algorithm.sequence_mode != "trajectory":
         raise VerlConfigError(
             "algorithm.sequence_mode: verl's agent loop trains one sequence per episode; "
