@@ -1,0 +1,8 @@
+"""Tic-tac-toe as text, PettingZoo style; the contract card is :mod:`rllm_envs.multiagent.tictactoe`."""
+
+from rllm_envs.multiagent.tictactoe import TicTacToeEnv as raw_env
+from rllm_envs.multiagent.turn_env import make_versions
+
+env, parallel_env = make_versions(raw_env)
+
+__all__ = ["env", "parallel_env", "raw_env"]
