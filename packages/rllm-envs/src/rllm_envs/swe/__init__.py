@@ -1,0 +1,1 @@
+"""rllm/SWE-v0 (contract card written with the env)."""
