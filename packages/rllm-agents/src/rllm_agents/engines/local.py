@@ -22,14 +22,21 @@ generated them and a trainer must learn them); the text leaves both out.
 
 ``update_weights`` swaps weights between sequences: it stops admitting requests, waits for the
 running ones to finish, loads the weights, and admission resumes - no sequence mixes policies.
+
+``generate_together`` hands the engine a whole round of requests at once (a lockstep
+scheduler's turn): they are admitted together, in the order given, with no wait for stragglers,
+so the batch - and with it every floating-point result - is the same each time the same round
+is played.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,15 +63,24 @@ class _Request:
         return self.future.cancelled()
 
 
+@dataclass(frozen=True)
+class _Round:
+    """Requests handed over together (``generate_together``): admitted as one group."""
+
+    requests: tuple[_Request, ...]
+
+
 @dataclass
 class BatchStats:
     """How requests were grouped.
 
     ``batches`` counts prefills (groups of requests admitted together): fewer than
     ``requests`` means requests shared prefills. ``mean_rows_per_pass`` is the mean number of
-    sequences per decode step.
+    sequences per decode step. ``busy_seconds`` is the worker's time spent prefilling,
+    decoding and answering (not waiting for requests).
     """
 
+    busy_seconds: float = 0.0
     requests: int = 0
     batches: int = 0
     forward_passes: int = 0
@@ -106,6 +122,7 @@ class LocalEngine:
         batch_wait_s: float = 0.05,
         dtype: Any = None,
         seed: int = 0,
+        autocast_dtype: Any = None,
     ) -> None:
         from rllm_agents.models import load_model, load_tokenizer
 
@@ -121,6 +138,9 @@ class LocalEngine:
         self.device = torch.device(device)
         self.max_batch_size = max_batch_size
         self.batch_wait_s = batch_wait_s
+        # Sampling under autocast (e.g. bfloat16 on a GPU, as a trainer trains): autocast is
+        # per thread, so the worker enters it itself.
+        self.autocast_dtype = autocast_dtype
         self.stats = BatchStats()
         self._eos_ids = self._collect_eos_ids()
         self._pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
@@ -157,7 +177,55 @@ class LocalEngine:
         sampling: SamplingParams | None = None,
         tools: list[dict[str, Any]] | None = None,
     ) -> ModelOutput:
-        sampling = sampling or SamplingParams()
+        request = self._request(messages, prompt_ids, sampling, tools)
+        self._ensure_worker()
+        self._requests.put(request)
+        return await request.future
+
+    async def generate_together(
+        self, calls: Sequence[Mapping[str, Any]]
+    ) -> list[ModelOutput | Exception]:
+        """Several ``generate`` calls admitted as one group, in order (one item per call).
+
+        Each item of `calls` holds one call's keyword arguments (``messages`` or
+        ``prompt_ids``, ``sampling``, ``tools``). The answers come back in the same order, a
+        call that failed as its exception, as ``asyncio.gather(..., return_exceptions=True)``
+        gives them. The group starts decoding as soon as it arrives and none of its rows waits
+        for requests outside it, so the same group always runs as the same batch.
+        """
+        requests: list[_Request] = []
+        answers: list[Any] = []
+        for call in calls:
+            try:
+                request = self._request(
+                    call.get("messages"),
+                    call.get("prompt_ids"),
+                    call.get("sampling"),
+                    call.get("tools"),
+                )
+            except Exception as exc:  # noqa: BLE001 - this call fails alone
+                answers.append(exc)
+                continue
+            requests.append(request)
+            answers.append(request.future)
+        if requests:
+            self._ensure_worker()
+            self._requests.put(_Round(tuple(requests)))
+        results = await asyncio.gather(
+            *(answer for answer in answers if isinstance(answer, asyncio.Future)),
+            return_exceptions=True,
+        )
+        ordered = iter(results)
+        return [next(ordered) if isinstance(a, asyncio.Future) else a for a in answers]
+
+    def _request(
+        self,
+        messages: list[dict[str, Any]] | None,
+        prompt_ids: list[int] | None,
+        sampling: SamplingParams | None,
+        tools: list[dict[str, Any]] | None,
+    ) -> _Request:
+        """A checked request with its future on the running loop (not yet queued)."""
         if self._closed:
             raise EngineError("LocalEngine is closed")
         ids = prompt_ids_for(self.tokenizer, messages, prompt_ids, tools)
@@ -168,11 +236,8 @@ class LocalEngine:
                 f"prompt of {len(ids)} tokens does not fit the model context "
                 f"({self._context_length} tokens)"
             )
-        self._ensure_worker()
         loop = asyncio.get_running_loop()
-        future = loop.create_future()
-        self._requests.put(_Request(ids, sampling, future, loop))
-        return await future
+        return _Request(ids, sampling or SamplingParams(), loop.create_future(), loop)
 
     def update_weights(self, state_dict_or_model: Any) -> None:
         """Load new weights (a state dict or a model with the same architecture).
@@ -226,8 +291,13 @@ class LocalEngine:
     def _serve(self) -> None:
         import torch
 
+        autocast = (
+            torch.autocast(self.device.type, dtype=self.autocast_dtype)
+            if self.autocast_dtype is not None
+            else contextlib.nullcontext()
+        )
         # No autograd on the sampling path: the model may be a trainer's, with grads enabled.
-        with torch.inference_mode():
+        with torch.inference_mode(), autocast:
             self._serve_requests()
 
     def _serve_requests(self) -> None:
@@ -237,6 +307,7 @@ class LocalEngine:
             stop = self._collect(waiting, idle=batch is None)
             if stop:
                 break
+            started = time.perf_counter()
             try:
                 batch = self._admit(batch, waiting)
                 batch = self._retire(batch)
@@ -248,6 +319,7 @@ class LocalEngine:
                 for row in batch.rows if batch is not None else []:
                     _resolve(row.request, exception=error)
                 batch = None
+            self.stats.busy_seconds += time.perf_counter() - started
             if batch is None:
                 self._set_decoding(False)
         # Closing ends everything in flight with a clear error instead of a hang.
@@ -258,30 +330,31 @@ class LocalEngine:
             _resolve(request, exception=closed)
         while not self._requests.empty():
             item = self._requests.get_nowait()
-            if item is not _STOP_WORKER:
-                _resolve(item, exception=closed)
+            for request in _requests_of(item):
+                _resolve(request, exception=closed)
         self._set_decoding(False)
 
     def _collect(self, waiting: list[_Request], *, idle: bool) -> bool:
         """Move queued requests to `waiting`; True when the engine is closing.
 
         Idle with nothing waiting, block for one request, then gather what else arrives within
-        ``batch_wait_s`` so a burst starts as one prefill. Otherwise never block.
+        ``batch_wait_s`` so a burst starts as one prefill; a round (``generate_together``) is a
+        complete burst already and starts at once. Otherwise never block.
         """
         if idle and not waiting:
             first = self._requests.get()
             if first is _STOP_WORKER:
                 return True
-            waiting.append(first)
+            waiting.extend(_requests_of(first))
             deadline = time.monotonic() + self.batch_wait_s
-            while len(waiting) < self.max_batch_size:
+            while len(waiting) < self.max_batch_size and not isinstance(first, _Round):
                 try:
                     item = self._requests.get(timeout=max(deadline - time.monotonic(), 0))
                 except queue.Empty:
                     break
                 if item is _STOP_WORKER:
                     return True
-                waiting.append(item)
+                waiting.extend(_requests_of(item))
             return False
         while True:
             try:
@@ -290,7 +363,7 @@ class LocalEngine:
                 return False
             if item is _STOP_WORKER:
                 return True
-            waiting.append(item)
+            waiting.extend(_requests_of(item))
 
     def _admit(self, batch: RunningBatch | None, waiting: list[_Request]) -> RunningBatch | None:
         """Prefill as many waiting requests as fit and join them to the running batch."""
@@ -437,6 +510,13 @@ class LocalEngine:
             completion_ids=row.completion_ids,
             logprobs=row.logprobs if row.request.sampling.logprobs else [],
         )
+
+
+def _requests_of(item: Any) -> tuple[_Request, ...]:
+    """The requests a queue item carries (none for the stop marker)."""
+    if isinstance(item, _Round):
+        return item.requests
+    return () if item is _STOP_WORKER else (item,)
 
 
 def _resolve(request: _Request, *, result: Any = None, exception: BaseException | None = None):

@@ -14,7 +14,15 @@ Token budgets, with token-level rendering (``token_level=True`` and a tokenizer)
 ``max_prompt_tokens`` bounds the first prompt; ``max_response_tokens`` bounds everything after
 it (model turns and env turns together, as a trainer lays them out), and each turn's
 ``max_tokens`` is cut to what is left. Without a tokenizer only model-reported completion token
-counts are budgeted.
+counts are budgeted. ``max_context_tokens`` bounds each turn's whole prompt (the conversation
+so far), for a trainer whose sequences must fit in memory.
+
+Scheduling (``dispatch``): ``"async"`` sends each model request as soon as its agent asks;
+``"lockstep"`` plays turns in rounds, all running episodes' requests together, which makes the
+local engine's batches - and so the rollout - reproducible bit for bit
+(:mod:`rllm_agents.execution.dispatch`). With ``sampling_seed`` every request of episode i,
+turn t is sampled with its own seed from (sampling_seed, i, t), so what an episode draws does
+not depend on what shares its batch.
 """
 
 from __future__ import annotations
@@ -37,6 +45,13 @@ from rllm_agents.chat import (
 )
 from rllm_agents.chat.tool_calls import parse_openai_tool_calls
 from rllm_agents.engines.base import ModelOutput, SamplingParams
+from rllm_agents.execution.dispatch import (
+    DISPATCH_MODES,
+    Dispatch,
+    check_dispatch,
+    request_seed,
+    wait_for_own_time,
+)
 from rllm_agents.execution.env_slot import EnvSlot, FactoryProbe, LoopPacer, check_call_policy
 from rllm_agents.execution.progress import RewardProgress
 from rllm_agents.metrics import summarize_episodes
@@ -80,6 +95,10 @@ class AgentExecutionEngine:
             on the event loop when it declares ``metadata["rllm.inline_safe"]``, and then
             the factory's later envs are made on the loop too),
             ``"thread"`` or ``"inline"`` (see :mod:`rllm_agents.execution.env_slot`).
+        dispatch: ``"async"`` or ``"lockstep"`` (see the module docstring); lockstep runs
+            every task of a call at once, whatever ``n_parallel`` says.
+        sampling_seed: seeds each model request from (this, episode index, turn).
+        max_context_tokens: the longest prompt any turn may have (None: no limit).
     """
 
     def __init__(
@@ -100,10 +119,14 @@ class AgentExecutionEngine:
         output_path: str | Path | None = None,
         progress: bool | None = None,
         env_calls: str = "auto",
+        dispatch: str = "async",
+        sampling_seed: int | None = None,
+        max_context_tokens: int | None = None,
     ) -> None:
         if n_parallel < 1 or max_turns < 1:
             raise ValueError("n_parallel and max_turns must be at least 1")
         check_call_policy(env_calls, "env_calls")
+        check_dispatch(dispatch)
         self.agent_factory = agent_factory
         self.env_factory = env_factory
         self.engine = engine
@@ -119,6 +142,9 @@ class AgentExecutionEngine:
         self.output_path = Path(output_path) if output_path else None
         self.progress = progress
         self.env_calls = env_calls
+        self.dispatch = dispatch
+        self.sampling_seed = sampling_seed
+        self.max_context_tokens = max_context_tokens
         self.last_metrics: dict[str, Any] = {}
         self._rewrites_history: bool | None = None
         # What the factory's first env declared (inline-safe or not), kept for later runs.
@@ -152,10 +178,14 @@ class AgentExecutionEngine:
         slots: asyncio.Queue[EnvSlot] = asyncio.Queue()
         probe = FactoryProbe(inline_safe=self._factory_inline_safe)
         pacer = LoopPacer()
+        dispatch: Dispatch = DISPATCH_MODES[self.dispatch](self.engine)
+        # A lockstep round waits for every running episode: all of them must have a slot.
+        parallel = len(jobs) if self.dispatch == "lockstep" else min(self.n_parallel, len(jobs))
         all_slots = [
             EnvSlot(self.env_factory, f"rllm-env-{i}", self.env_calls, probe, pacer)
-            for i in range(min(self.n_parallel, len(jobs)))
+            for i in range(parallel)
         ]
+        dispatch.start(range(len(jobs)))
         for slot in all_slots:
             slots.put_nowait(slot)
         sink = self.output_path.open("w", encoding="utf-8") if self.output_path else None
@@ -166,8 +196,9 @@ class AgentExecutionEngine:
                 async def one(index: int, task: dict[str, Any] | None, seed: int | None) -> Episode:
                     slot = await slots.get()
                     try:
-                        episode = await self._episode(slot, index, task, seed)
+                        episode = await self._episode(slot, dispatch, index, task, seed)
                     finally:
+                        dispatch.finish(index)
                         slots.put_nowait(slot)
                     if sink is not None:
                         sink.write(episode.to_json() + "\n")
@@ -199,14 +230,23 @@ class AgentExecutionEngine:
         return metrics
 
     async def _episode(
-        self, slot: EnvSlot, index: int, task: dict[str, Any] | None, seed: int | None
+        self,
+        slot: EnvSlot,
+        dispatch: Dispatch,
+        index: int,
+        task: dict[str, Any] | None,
+        seed: int | None,
     ) -> Episode:
         run = _Run(index=index, task=task, seed=seed, agent=self.agent_factory())
         run.agent.reset()
         reason: TerminationReason
         error: str | None = None
         try:
-            reason = await asyncio.wait_for(self._turns(slot, run), self.trajectory_timeout)
+            reason = await wait_for_own_time(
+                self._turns(slot, dispatch, run),
+                self.trajectory_timeout,
+                lambda: dispatch.waited(index),
+            )
         except asyncio.TimeoutError:
             reason, error = (
                 TerminationReason.TIMEOUT,
@@ -220,7 +260,7 @@ class AgentExecutionEngine:
             slot.discard()  # the env (or the agent on its output) raised: do not reuse the env
         return self._build_episode(run, reason, error)
 
-    async def _turns(self, slot: EnvSlot, run: _Run) -> TerminationReason:
+    async def _turns(self, slot: EnvSlot, dispatch: Dispatch, run: _Run) -> TerminationReason:
         options = {"task": run.task} if run.task is not None else None
         started = time.perf_counter()
         observation, info = await slot.call("reset", seed=run.seed, options=options)
@@ -233,7 +273,7 @@ class AgentExecutionEngine:
             run.conversation = TokenConversation(self.tokenizer, tools=run.agent.tools)
         for turn in range(self.max_turns):
             try:
-                output, llm_time, prompt_ids = await self._generate(run)
+                output, llm_time, prompt_ids = await self._generate(dispatch, run, turn)
             except EpisodeEnded as ended:
                 return ended.reason
             response = _response_text(output)
@@ -254,7 +294,9 @@ class AgentExecutionEngine:
                 return TerminationReason.RESPONSE_TOO_LONG
         return TerminationReason.MAX_TURNS
 
-    async def _generate(self, run: _Run) -> tuple[ModelOutput, float, list[int]]:
+    async def _generate(
+        self, dispatch: Dispatch, run: _Run, turn: int
+    ) -> tuple[ModelOutput, float, list[int]]:
         messages = run.agent.chat_completions
         sampling = self.sampling
         prompt_ids: list[int] = []
@@ -263,21 +305,24 @@ class AgentExecutionEngine:
             first_prompt = run.conversation.segments[0].prompt_ids
             if self.max_prompt_tokens is not None and len(first_prompt) > self.max_prompt_tokens:
                 raise EpisodeEnded(TerminationReason.PROMPT_TOO_LONG)
+            if self.max_context_tokens is not None and len(prompt_ids) > self.max_context_tokens:
+                raise EpisodeEnded(TerminationReason.PROMPT_TOO_LONG)
         budget = self._response_budget_left(run)
         if budget == 0:
             raise EpisodeEnded(TerminationReason.RESPONSE_TOO_LONG)
         if budget is not None and budget < sampling.max_tokens:
             sampling = dataclasses.replace(sampling, max_tokens=budget)
+        if self.sampling_seed is not None:
+            seed = request_seed(self.sampling_seed, run.index, turn)
+            sampling = dataclasses.replace(sampling, seed=seed)
+        call: dict[str, Any] = {"sampling": sampling, "tools": run.agent.tools}
+        if run.conversation is not None:
+            call["prompt_ids"] = prompt_ids
+        else:
+            call["messages"] = messages
         started = time.perf_counter()
         try:
-            if run.conversation is not None:
-                output = await self.engine.generate(
-                    prompt_ids=prompt_ids, sampling=sampling, tools=run.agent.tools
-                )
-            else:
-                output = await self.engine.generate(
-                    messages, sampling=sampling, tools=run.agent.tools
-                )
+            output = await dispatch.generate(run.index, call)
         except Exception as exc:
             raise _ModelFailure(f"{type(exc).__name__}: {exc}") from exc
         llm_time = time.perf_counter() - started
