@@ -1,13 +1,27 @@
-"""The async execution engines: single-agent rollouts and multi-step workflows."""
+"""The async execution engines: single-agent rollouts, multi-step and multi-agent workflows."""
 
 from rllm_agents.execution.engine import AgentExecutionEngine, env_ending, episodes_to_jsonl
+from rllm_agents.execution.multiagent import (
+    MultiAgentWorkflow,
+    game_tasks,
+    multiagent_engine,
+)
+from rllm_agents.execution.policies import ModelPolicy, ScriptedPolicy
+from rllm_agents.execution.seat_metrics import summarize_seats, wilson_interval
 from rllm_agents.execution.workflow import AgentWorkflowEngine, SingleTurnWorkflow, Workflow
 
 __all__ = [
     "AgentExecutionEngine",
     "AgentWorkflowEngine",
+    "ModelPolicy",
+    "MultiAgentWorkflow",
+    "ScriptedPolicy",
     "SingleTurnWorkflow",
     "Workflow",
     "env_ending",
     "episodes_to_jsonl",
+    "game_tasks",
+    "multiagent_engine",
+    "summarize_seats",
+    "wilson_interval",
 ]

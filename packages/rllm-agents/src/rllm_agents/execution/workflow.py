@@ -6,6 +6,12 @@ agents (e.g. a solver and a verifier), several model calls, its own reward. The 
 ``n_parallel`` workflows at once, retries a workflow that raises or ends in ``ERROR`` up to
 ``retry_limit`` times, enforces a per-attempt timeout, and returns one Episode per task, in
 order, with ``attempts`` and ``duration`` in its metrics.
+
+Multi-agent games over PettingZoo envs are workflows too
+(:mod:`rllm_agents.execution.multiagent`): their episodes hold one trajectory per seat, and
+``last_metrics`` then adds per-seat, per-role and per-policy results and failures by kind
+(:func:`~rllm_agents.execution.seat_metrics.summarize_seats`). A workflow factory that holds
+resources across workflows (an env pool) is closed after each run through its ``aclose()``.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from typing import Any
 
 from rllm_agents.engines.base import SamplingParams
 from rllm_agents.execution.progress import RewardProgress
+from rllm_agents.execution.seat_metrics import summarize_seats
 from rllm_agents.metrics import summarize_episodes
 from rllm_agents.types import Episode, Step, TerminationReason, Trajectory
 
@@ -132,10 +139,15 @@ class AgentWorkflowEngine:
         finally:
             if sink is not None:
                 sink.close()
+            close = getattr(self.workflow_factory, "aclose", None)
+            if close is not None:
+                await close()
         wall = time.perf_counter() - started
         self.last_metrics = summarize_episodes(episodes)
         self.last_metrics["wall_time"] = wall
         self.last_metrics["retries"] = sum(e.metrics["attempts"] - 1 for e in episodes)
+        if any("seating" in episode.info for episode in episodes):
+            self.last_metrics.update(summarize_seats(episodes))
         return episodes
 
     def run(self, tasks: list[dict[str, Any]]) -> list[Episode]:
