@@ -1,44 +1,64 @@
-"""How much time the native trainer adds over a hand-written minimal PyTorch RL step.
+"""How long a native training step takes: against the rollout code it replaced, and against a
+hand-written minimal PyTorch RL step.
 
-Each training step runs twice in the same process, on the same weights, optimizer state and
-RNG state, so both sides sample the very same tokens (checked) and train on the same batch:
+Each training step runs on every side in the same process, from the same weights, optimizer
+state and RNG state:
 
-* **ours**: ``NativeTrainer.train_step`` - rollouts through the env and the agent (chat
-  template, env steps, episode bookkeeping, rollout log-probs), sequences and masks, verl's
-  GRPO advantages, verl's clipped policy loss over micro-batches, gradient clipping, the
-  trainer's AdamW step, per-step metrics.
-* **minimal**: what a short hand-written GRPO step needs and nothing else - ``model.generate``
-  on the step's prompts (no log-probs kept), the step's rewards (no env calls: their cost
-  counts as ours), group-normalised advantages in plain torch, a REINFORCE-style loss on the
-  model tokens (for one on-policy epoch PPO's ratio is 1, so this is the same gradient),
-  backward over the same micro-batches, the same gradient clipping and an optimizer built
-  exactly like the trainer's (same class, hyper-parameters and implementation, loaded with the
-  same state) so the optimizer step costs the same on both sides.
+* **ours**: ``NativeTrainer.train_step`` - rollouts through the execution engine over the local
+  engine (agent, chat template, env steps, token-in/token-out bookkeeping, per-request seeds,
+  lockstep rounds), sequences and masks, verl's GRPO advantages, verl's clipped policy loss over
+  micro-batches, gradient clipping, the trainer's AdamW step, per-step metrics.
+* **before**: the same ``train_step`` with the trainer's rollouts done by the lockstep loop it had
+  before they went through the execution engine (``native/rollout.py`` and ``native/sampling.py``
+  as of the last commit that had them, read from git; ``--before REV`` picks another commit,
+  ``--before none`` leaves the side out). It samples other tokens (it drew from the global torch
+  RNG), so its batch differs a little; the generated token counts are printed.
+* **minimal**: what a short hand-written GRPO step needs and nothing else - ``model.generate`` on
+  the step's prompts for as many tokens as ours' longest reply (no stop token, no log-probs
+  kept: the same number of decode passes ours made), then a REINFORCE-style update on *ours'*
+  completions and rewards (group-normalised advantages in plain torch; for one on-policy epoch
+  PPO's ratio is 1, so this is the same gradient), backward over the same micro-batches, the same
+  gradient clipping and an optimizer built exactly like the trainer's, with the same state.
 
-The two updates must agree: the benchmark reports the cosine between the two weight changes.
-The ratio ``ours / minimal`` per step is the trainer's overhead; the first step is a warm-up
-(lazy optimizer state, allocator, kernel caches) and is left out of the medians. Also shown:
-``ours / (generation + forward/backward)``, the minimal step without its optimizer.
+The minimal update must agree with ours: the benchmark reports the cosine between the two weight
+changes. Each step is replayed ``--repeats`` times per side, alternating, and the fastest replay
+of each side counts; the first step is a warm-up left out of the medians. Printed per step and
+as medians: ``ours / minimal`` (the trainer's overhead), ``ours / before`` (the change in step
+time since the rollouts moved to the execution engine).
+
+``--rollouts`` times the rollouts alone instead - ours with lockstep rounds, ours with async
+dispatch, and before - on any env, multi-turn included:
 
     python benchmarks/trainer_overhead.py --model smollm2 --steps 6
+    python benchmarks/trainer_overhead.py --model smollm2 --rollouts --env rllm/FrozenLake-v0 \
+        rollout.max_turns=4 rollout.max_response_tokens=24
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import importlib
 import inspect
 import json
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from types import ModuleType
 
 import torch
 from rllm_train.config import build_config
-from rllm_train.native.sampling import stop_token_ids
+from rllm_train.native.sampler import ExecutionSampler, Rollout
 from rllm_train.native.trainer import NativeTrainer
+
+REPO = Path(__file__).resolve().parents[1]
+NATIVE = "packages/rllm-train/src/rllm_train/native"
+BEFORE_FILES = ("rollout.py", "sampling.py")  # the lockstep rollout loop and its sampler
 
 
 @dataclass(frozen=True)
@@ -60,6 +80,7 @@ class StepReport:
     ours_generate_s: float
     ours_forward_backward_s: float
     ours_optimizer_s: float
+    ours_tokens: int  # tokens generated in the step
     minimal_s: float
     minimal_generate_s: float
     minimal_forward_backward_s: float
@@ -69,10 +90,14 @@ class StepReport:
     ours_cpu_s: float
     minimal_cpu_s: float
     cpu_ratio: float
-    same_tokens: bool
     update_cosine: float
+    before_s: float | None = None
+    before_generate_s: float | None = None
+    before_tokens: int | None = None
+    ratio_to_before: float | None = None
     ours_replays_s: tuple[float, ...] = ()  # every replay, to see how noisy the machine was
     minimal_replays_s: tuple[float, ...] = ()
+    before_replays_s: tuple[float, ...] = ()
 
 
 def timed(device: torch.device, work: Callable[[], object]) -> tuple[object, float, float]:
@@ -102,8 +127,8 @@ def twin_optimizer(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
     return type(optimizer)(params, **settings)
 
 
-def minimal_generate(model, prompts, rollout, stop_ids, pad_id) -> list[list[int]]:
-    """Sampled completions (cut after the first stop token), as plain ``generate`` gives them."""
+def minimal_generate(model, prompts, rollout, new_tokens, pad_id) -> list[list[int]]:
+    """`new_tokens` sampled tokens per prompt, as plain ``generate`` gives them (no stop)."""
     width = max(len(prompt) for prompt in prompts)
     ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
     attention = torch.zeros_like(ids)
@@ -116,19 +141,15 @@ def minimal_generate(model, prompts, rollout, stop_ids, pad_id) -> list[list[int
         output = model.generate(
             input_ids=ids.to(device),
             attention_mask=attention.to(device),
-            max_new_tokens=rollout.max_response_tokens,
+            min_new_tokens=new_tokens,
+            max_new_tokens=new_tokens,
             do_sample=not greedy,
             temperature=None if greedy else rollout.temperature,
             top_p=None if greedy else rollout.top_p,
             top_k=None,
-            eos_token_id=stop_ids,
             pad_token_id=pad_id,
         )
-    completions = []
-    for tokens in output[:, width:].tolist():
-        end = next((i + 1 for i, token in enumerate(tokens) if token in stop_ids), len(tokens))
-        completions.append(tokens[:end])
-    return completions
+    return output[:, width:].tolist()
 
 
 def group_advantages(rewards: list[float], groups: list[int]) -> torch.Tensor:
@@ -231,18 +252,19 @@ def restore(model, start: StartState, optimizer: torch.optim.Optimizer) -> None:
 
 
 def minimal_step(trainer: NativeTrainer, start: StartState, episodes):
-    """(completions, MinimalTimes, weights after) of the minimal step from `start`."""
+    """(MinimalTimes, weights after) of the minimal step from `start` (see the module doc)."""
     model, device, config = trainer.model, trainer.device, trainer.config
     twin = twin_optimizer(trainer.optimizer)
     restore(model, start, twin)
     prompts = [list(e.trajectories[0].prompt_ids) for e in episodes]
-    stops = stop_token_ids(trainer.tokenizer)
+    completions = [list(e.trajectories[0].response_ids) for e in episodes]
+    decode_passes = max(len(completion) for completion in completions)
     model.eval()
-    completions, generate_s, generate_cpu_s = timed(
+    _, generate_s, generate_cpu_s = timed(
         device,
-        lambda: minimal_generate(model, prompts, config.rollout, stops, trainer.pad_id),
+        lambda: minimal_generate(model, prompts, config.rollout, decode_passes, trainer.pad_id),
     )
-    # The rewards the env gave the same completions (its cost counts as ours).
+    # Ours' completions and the rewards the env gave them (its cost counts as ours).
     advantages = group_advantages(
         [float(e.reward) for e in episodes], [int(e.info["seed"]) for e in episodes]
     )
@@ -253,38 +275,66 @@ def minimal_step(trainer: NativeTrainer, start: StartState, episodes):
         ),
     )
     times = MinimalTimes(generate_s, fb_s, optimizer_s, generate_cpu_s + update_cpu_s)
-    return completions, times, clone_weights(model)
+    return times, clone_weights(model)
 
 
-def run_step(trainer: NativeTrainer, step: int, repeats: int) -> StepReport:
+def steps_of(episode):
+    return [step for trajectory in episode.trajectories for step in trajectory.steps]
+
+
+def generated_tokens(trainer: NativeTrainer) -> int:
+    return sum(len(step.response_ids) for e in trainer.last_episodes for step in steps_of(e))
+
+
+def run_step(trainer: NativeTrainer, step: int, repeats: int, before=None) -> StepReport:
     """Step `step` played `repeats` times by each side, alternating; the fastest of each.
 
     Every replay starts from the same weights, optimizer state and RNG state, so each one
     does exactly the same work; the fastest is the one least disturbed by other processes.
+    `before` is the sampler of the replaced rollout code (None: that side is left out).
     """
     start = capture(trainer)
-    ours_runs, minimal_runs, same_tokens, cosines = [], [], [], []
+    ours = trainer.sampler
+    ours_runs, minimal_runs, before_runs, cosines = [], [], [], []
     for _ in range(repeats):
         restore(trainer.model, start, trainer.optimizer)
         row, ours_s, ours_cpu_s = timed(trainer.device, lambda: trainer.train_step(step))
-        ours_runs.append((ours_s, ours_cpu_s, row))
-        after = clone_weights(trainer.model)
+        ours_runs.append((ours_s, ours_cpu_s, row, generated_tokens(trainer)))
+        after = capture(trainer)
         episodes = [e for e in trainer.last_episodes if e.trajectories]
-        completions, times, minimal_after = minimal_step(trainer, start, episodes)
+        times, minimal_after = minimal_step(trainer, start, episodes)
         minimal_runs.append(times)
-        same_tokens.append(completions == [list(e.trajectories[0].response_ids) for e in episodes])
-        cosines.append(update_cosine(start.weights, after, minimal_after))
-    trainer.model.load_state_dict(after)  # the trainer goes on from its own update
-    ours_s, _, row = min(ours_runs, key=lambda run: run[0])
+        cosines.append(update_cosine(start.weights, after.weights, minimal_after))
+        if before is not None:
+            restore(trainer.model, start, trainer.optimizer)
+            trainer.sampler = before
+            try:
+                old_row, before_s, _ = timed(trainer.device, lambda: trainer.train_step(step))
+            finally:
+                trainer.sampler = ours
+            before_runs.append((before_s, old_row, generated_tokens(trainer)))
+    restore(trainer.model, after, trainer.optimizer)  # the trainer goes on from its own update
+    ours_s, _, row, ours_tokens = min(ours_runs, key=lambda run: run[0])
     ours_cpu_s = min(run[1] for run in ours_runs)
     minimal = min(minimal_runs, key=lambda times: times.total_s)
     minimal_cpu_s = min(times.cpu_s for times in minimal_runs)
+    before_fields = {}
+    if before_runs:
+        before_s, old_row, before_tokens = min(before_runs, key=lambda run: run[0])
+        before_fields = {
+            "before_s": before_s,
+            "before_generate_s": old_row["time/generate_s"],
+            "before_tokens": before_tokens,
+            "ratio_to_before": ours_s / before_s,
+            "before_replays_s": tuple(run[0] for run in before_runs),
+        }
     return StepReport(
         step=step + 1,
         ours_s=ours_s,
         ours_generate_s=row["time/generate_s"],
         ours_forward_backward_s=row.get("time/forward_backward_s", 0.0),
         ours_optimizer_s=row.get("time/optimizer_s", 0.0),
+        ours_tokens=ours_tokens,
         minimal_s=minimal.total_s,
         minimal_generate_s=minimal.generate_s,
         minimal_forward_backward_s=minimal.forward_backward_s,
@@ -294,18 +344,19 @@ def run_step(trainer: NativeTrainer, step: int, repeats: int) -> StepReport:
         ours_cpu_s=ours_cpu_s,
         minimal_cpu_s=minimal_cpu_s,
         cpu_ratio=ours_cpu_s / minimal_cpu_s,
-        same_tokens=all(same_tokens),
         update_cosine=min(cosines),
         ours_replays_s=tuple(run[0] for run in ours_runs),
         minimal_replays_s=tuple(times.total_s for times in minimal_runs),
+        **before_fields,
     )
 
 
 def summary(reports: list[StepReport], model: str, optimizer: torch.optim.Optimizer) -> dict:
     measured = reports[1:] or reports  # the first step is the warm-up
 
-    def median(key: str) -> float:
-        return statistics.median(getattr(report, key) for report in measured)
+    def median(key: str) -> float | None:
+        values = [getattr(report, key) for report in measured]
+        return statistics.median(values) if None not in values else None
 
     defaults = optimizer.defaults
     implementation = next((name for name in ("fused", "foreach") if defaults.get(name)), "for-loop")
@@ -314,32 +365,169 @@ def summary(reports: list[StepReport], model: str, optimizer: torch.optim.Optimi
         "optimizer": f"{type(optimizer).__name__} ({implementation})",
         "steps_measured": len(measured),
         "ours_s_median": median("ours_s"),
+        "before_s_median": median("before_s"),
         "minimal_s_median": median("minimal_s"),
+        "ours_to_before_ratio_median": median("ratio_to_before"),
         "overhead_ratio_median": median("ratio"),
         "overhead_ratio_without_optimizer_median": median("ratio_without_optimizer"),
         "cpu_time_ratio_median": median("cpu_ratio"),
-        "same_tokens": all(report.same_tokens for report in reports),
         "update_cosine_min": min(report.update_cosine for report in reports),
     }
 
 
 TABLE_HEADER = (
-    f"{'step':>4} | {'ours s':>7} {'gen':>6} {'fwd/bwd':>7} {'optim':>6} | "
-    f"{'minimal s':>9} {'gen':>6} {'fwd/bwd':>7} {'optim':>6} | {'ratio':>5} {'cpu':>5}  cos"
+    f"{'step':>4} | {'ours s':>7} {'gen':>6} {'fwd/bwd':>7} {'optim':>6} {'tok':>4} | "
+    f"{'before s':>8} {'gen':>6} {'tok':>4} | "
+    f"{'minimal s':>9} {'gen':>6} {'fwd/bwd':>7} {'optim':>6} | "
+    f"{'ours/before':>11} {'ours/minimal':>12} {'cpu':>5}  cos"
 )
 
 
+def _seconds(value: float | None, width: int) -> str:
+    return f"{value:{width}.2f}" if value is not None else f"{'-':>{width}}"
+
+
+def _replays(name: str, times: tuple[float, ...]) -> str:
+    return f"{name} {', '.join(f'{t:.1f}' for t in times)}" if times else ""
+
+
 def table_row(r: StepReport, warm_up: bool) -> str:
+    replays = [
+        _replays("ours", r.ours_replays_s),
+        _replays("before", r.before_replays_s),
+        _replays("minimal", r.minimal_replays_s),
+    ]
     return (
         f"{r.step:>4} | {r.ours_s:7.2f} {r.ours_generate_s:6.2f} "
-        f"{r.ours_forward_backward_s:7.2f} {r.ours_optimizer_s:6.2f} | "
+        f"{r.ours_forward_backward_s:7.2f} {r.ours_optimizer_s:6.2f} {r.ours_tokens:4d} | "
+        f"{_seconds(r.before_s, 8)} {_seconds(r.before_generate_s, 6)} "
+        f"{r.before_tokens if r.before_tokens is not None else '-':>4} | "
         f"{r.minimal_s:9.2f} {r.minimal_generate_s:6.2f} "
         f"{r.minimal_forward_backward_s:7.2f} {r.minimal_optimizer_s:6.2f} | "
-        f"{r.ratio:5.2f} {r.cpu_ratio:5.2f}  {r.update_cosine:.4f}"
+        f"{_seconds(r.ratio_to_before, 11)} {r.ratio:12.2f} {r.cpu_ratio:5.2f}  "
+        f"{r.update_cosine:.4f}"
         + (" (warm-up)" if warm_up else "")
-        + f"  replays: ours {', '.join(f'{t:.1f}' for t in r.ours_replays_s)}"
-        + f"; minimal {', '.join(f'{t:.1f}' for t in r.minimal_replays_s)}"
+        + "  replays: "
+        + "; ".join(part for part in replays if part)
     )
+
+
+# -- the rollout code the trainer had before (read from git) ----------------------------------
+def _git(*args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=REPO, check=True, capture_output=True, text=True
+    ).stdout
+
+
+def before_revision(requested: str) -> str:
+    """The commit whose rollout loop is "before": `requested`, or the last one that had it."""
+    if requested != "auto":
+        return requested
+    paths = [f"{NATIVE}/{name}" for name in BEFORE_FILES]
+    last_touch = _git("rev-list", "-1", "HEAD", "--", *paths).strip()
+    if not last_touch:
+        raise RuntimeError("no commit in this clone's history has the lockstep rollout loop")
+    try:  # still in the tree at that commit: it is the newest version
+        _git("cat-file", "-e", f"{last_touch}:{NATIVE}/{BEFORE_FILES[0]}")
+        return last_touch
+    except subprocess.CalledProcessError:  # that commit removed it: its parent has it
+        return f"{last_touch}^"
+
+
+def load_before(revision: str) -> ModuleType:
+    """``rollout.py`` of `revision` as a module (with its ``sampling.py`` next to it)."""
+    package = "rllm_rollout_before"
+    root = Path(tempfile.mkdtemp(prefix="rllm-before-")) / package
+    root.mkdir()
+    (root / "__init__.py").write_text("", encoding="utf-8")
+    for name in BEFORE_FILES:
+        source = _git("show", f"{revision}:{NATIVE}/{name}")
+        source = source.replace("rllm_train.native.sampling", f"{package}.sampling")
+        (root / name).write_text(source, encoding="utf-8")
+    sys.path.insert(0, str(root.parent))
+    return importlib.import_module(f"{package}.rollout")
+
+
+class BeforeSampler:
+    """The replaced lockstep rollout loop behind the trainer's sampler seam."""
+
+    def __init__(self, legacy: ModuleType, ours: ExecutionSampler) -> None:
+        self.legacy, self.ours = legacy, ours
+
+    def sample(self, seeds, temperature, sampling_seed) -> Rollout:
+        ours, limits = self.ours, self.ours.limits
+        settings = self.legacy.RolloutSettings(
+            max_turns=limits.max_turns,
+            max_response_tokens=limits.max_response_tokens,
+            max_prompt_tokens=limits.max_prompt_tokens,
+            temperature=temperature,
+            top_p=limits.top_p,
+        )
+        timings = self.legacy.RolloutTimings()
+        ours.model.eval()
+        episodes = self.legacy.run_rollouts(
+            ours.model,
+            ours.tokenizer,
+            ours.env_factory,
+            ours.agent_factory,
+            list(seeds),
+            settings,
+            timings,
+        )
+        return Rollout(episodes, timings.generate_seconds, timings.env_seconds)
+
+    def close(self) -> None:
+        pass
+
+
+# -- rollouts alone -----------------------------------------------------------------------------
+ROLLOUT_SIDES = ("lockstep", "async", "before")
+
+
+def compare_rollouts(trainer: NativeTrainer, steps: int, repeats: int, before) -> None:
+    """Each step's rollouts by every side (fastest of `repeats`); medians after the warm-up."""
+    from rllm_train.native.trainer import step_sampling_seed, step_task_seeds
+
+    rollout, run_seed = trainer.config.rollout, trainer.config.trainer.seed
+    ours = trainer.sampler
+    samplers = {"lockstep": ours}
+    samplers["async"] = ExecutionSampler(
+        ours.model,
+        ours.tokenizer,
+        ours.env_factory,
+        ours.agent_factory,
+        replace(ours.limits, dispatch="async"),
+        max_batch_size=ours.engine.max_batch_size,
+    )
+    if before is not None:
+        samplers["before"] = before
+    times: dict[str, list[float]] = {side: [] for side in samplers}
+    print(f"{'step':>4} | " + " | ".join(f"{side + ' s':>10} {'tok':>5}" for side in samplers))
+    for step in range(steps):
+        task_seeds = step_task_seeds(run_seed, step, rollout.tasks_per_step)
+        seeds = [seed for seed in task_seeds for _ in range(rollout.n)]
+        cells = []
+        for side, sampler in samplers.items():
+            best, tokens = float("inf"), 0
+            for _ in range(repeats):
+                started = time.perf_counter()
+                result = sampler.sample(
+                    seeds, rollout.temperature, step_sampling_seed(run_seed, step)
+                )
+                best = min(best, time.perf_counter() - started)
+                tokens = sum(len(s.response_ids) for e in result.episodes for s in steps_of(e))
+            if step > 0 or steps == 1:
+                times[side].append(best)
+            cells.append(f"{best:10.2f} {tokens:5d}")
+        print(f"{step + 1:>4} | " + " | ".join(cells) + (" (warm-up)" if step == 0 else ""))
+    samplers["async"].close()
+    medians = {f"{side}_s_median": statistics.median(values) for side, values in times.items()}
+    if "before" in medians:
+        medians["lockstep_to_before_ratio"] = (
+            medians["lockstep_s_median"] / medians["before_s_median"]
+        )
+    medians["lockstep_to_async_ratio"] = medians["lockstep_s_median"] / medians["async_s_median"]
+    print(json.dumps(medians))
 
 
 def main() -> None:
@@ -356,6 +544,17 @@ def main() -> None:
         type=int,
         help="torch CPU threads (default: torch's); 1 steadies timings on a busy shared machine",
     )
+    parser.add_argument(
+        "--before",
+        default="auto",
+        metavar="REV",
+        help="commit of the replaced rollout loop (auto: the last one that had it; none: skip)",
+    )
+    parser.add_argument(
+        "--rollouts",
+        action="store_true",
+        help="time the rollouts alone: lockstep, async and before (any env, multi-turn too)",
+    )
     parser.add_argument("overrides", nargs="*", help="config overrides, section.key=value")
     args = parser.parse_args()
     if args.threads:
@@ -371,6 +570,19 @@ def main() -> None:
             *args.overrides,
         ]
     )
+    trainer = NativeTrainer(config)
+    before = None
+    if args.before != "none":
+        try:
+            revision = before_revision(args.before)
+            before = BeforeSampler(load_before(revision), trainer.sampler)
+            print(f"before: the lockstep rollout loop of {revision}", flush=True)
+        except (RuntimeError, OSError, subprocess.CalledProcessError, ImportError) as error:
+            print(f"before: left out ({error})", flush=True)
+    if args.rollouts:
+        compare_rollouts(trainer, args.steps, args.repeats, before)
+        trainer.close()
+        return
     unsupported = {
         "rollout.max_turns": config.rollout.max_turns != 1,
         "algorithm.name": config.algorithm.name != "grpo",
@@ -382,12 +594,12 @@ def main() -> None:
         parser.error(
             f"the minimal step is single-turn, on-policy GRPO without KL; unsupported: {keys}"
         )
-    trainer = NativeTrainer(config)
     print(TABLE_HEADER + "\n" + "-" * len(TABLE_HEADER), flush=True)
     reports = []
     for step in range(args.steps):
-        reports.append(run_step(trainer, step, args.repeats))
+        reports.append(run_step(trainer, step, args.repeats, before))
         print(table_row(reports[-1], warm_up=step == 0 and args.steps > 1), flush=True)
+    trainer.close()
     result = summary(reports, args.model, trainer.optimizer)
     print(json.dumps(result))
     if args.json:

@@ -10,13 +10,16 @@ import pytest
 import rllm_envs  # noqa: F401  (registers the rllm/ ids)
 import torch
 from rllm_agents.agents.registry import agent_for_env
+from rllm_agents.types import Episode, Step, Trajectory
 from rllm_train import AgentTrainer
 from rllm_train.cli import main
 from rllm_train.config import ConfigError, build_config
 from rllm_train.native.batch import episodes_to_sequences
 from rllm_train.native.models import load_policy
-from rllm_train.native.rollout import RolloutSettings, run_rollouts
+from rllm_train.native.sampler import ExecutionSampler, RolloutLimits
+from rllm_train.native.trainer import NativeTrainer
 
+from tests.train import reply_length
 from tests.train.conftest import run_overrides
 
 DEFAULT_TASK = "rllm/Arithmetic-v0"
@@ -53,47 +56,49 @@ def test_training_changes_the_weights(tmp_path, tiny_model):
         overrides=run_overrides(
             tmp_path / "run",
             tiny_model,
-            **{
-                "env.id": DEFAULT_TASK,
-                "trainer.steps": 1,
-                "rollout.n": 4,
-                "rollout.temperature": 3.0,  # varied replies, so rewards differ within groups
-            },
+            **{"env.id": reply_length.MODULE_ENV_ID, "trainer.steps": 1, "rollout.n": 4},
         )
     )
-    from rllm_train.native.trainer import NativeTrainer
-
     trainer = NativeTrainer(config)
     before = {name: p.detach().clone() for name, p in trainer.model.named_parameters()}
     [row] = trainer.train()
+    # Replies of different lengths within a group: the advantage cannot be zero, so the
+    # update has a gradient to follow.
+    assert row["reward_std"] > 0 and row["advantage_abs_mean"] > 0
+    assert row["grad_norm"] > 0 and math.isfinite(row["loss"])
     changed = [
         name for name, p in trainer.model.named_parameters() if not torch.equal(p, before[name])
     ]
-    if row["advantage_abs_mean"] > 0:
-        assert changed, "a non-zero advantage must move the weights"
-    assert math.isfinite(row["loss"])
+    assert len(changed) == len(before), "every weight takes part in the replies' log-probs"
 
 
-def test_multi_turn_masks_exclude_env_tokens(tiny_model):
+def frozenlake_sampler(model_name: str, **limits) -> ExecutionSampler:
     model, tokenizer, _ = load_policy(
-        build_config(overrides={"model.name": tiny_model}).model, torch.device("cpu")
+        build_config(overrides={"model.name": model_name}).model, torch.device("cpu")
     )
-    torch.manual_seed(0)
-    episodes = run_rollouts(
+    return ExecutionSampler(
         model,
         tokenizer,
         lambda: gym.make("rllm/FrozenLake-v0"),
         agent_for_env("rllm/FrozenLake-v0"),
-        [3, 3],
-        RolloutSettings(max_turns=3, max_response_tokens=5),
+        RolloutLimits(**limits),
+        max_batch_size=8,
     )
+
+
+def test_multi_turn_masks_exclude_env_tokens(tiny_model):
+    sampler = frozenlake_sampler(tiny_model, max_turns=3, max_response_tokens=5)
+    try:
+        episodes = sampler.sample([3, 3], temperature=1.0, sampling_seed=0).episodes
+    finally:
+        sampler.close()
     for episode in episodes:
         trajectory = episode.trajectories[0]
         assert len(trajectory.steps) == 3  # random text is never a winning move in 3 turns
         ids, mask = trajectory.response_ids, trajectory.response_mask
         model_tokens = [token for token, flag in zip(ids, mask, strict=True) if flag]
         assert model_tokens == [t for step in trajectory.steps for t in step.response_ids]
-        env_text = tokenizer.decode(
+        env_text = sampler.tokenizer.decode(
             [token for token, flag in zip(ids, mask, strict=True) if not flag]
         )
         # The env's replies (its observations) are in the sequence but masked out.
@@ -108,6 +113,54 @@ def test_multi_turn_masks_exclude_env_tokens(tiny_model):
         assert [sum(s.loss_mask) for s in per_step] == [
             len(s.response_ids) for s in trajectory.steps
         ]
+
+
+def test_prompt_budget_covers_the_whole_conversation(tiny_model):
+    """rollout.max_prompt_tokens bounds every turn's prompt, not only the first one."""
+    sampler = frozenlake_sampler(tiny_model, max_turns=4, max_response_tokens=5)
+    try:
+        [free] = sampler.sample([3], temperature=1.0, sampling_seed=0).episodes
+        first, second = (len(step.prompt_ids) for step in free.trajectories[0].steps[:2])
+        sampler.limits = RolloutLimits(
+            max_turns=4, max_response_tokens=5, max_prompt_tokens=second - 1
+        )
+        [cut] = sampler.sample([3], temperature=1.0, sampling_seed=0).episodes
+    finally:
+        sampler.close()
+    assert first < second
+    assert cut.termination_reason.value == "prompt_too_long"
+    assert len(cut.trajectories[0].steps) == 1
+
+
+def test_every_trajectory_of_an_episode_is_trained_in_its_own_group():
+    """Multi-agent episodes: one sequence per seat, its own reward, grouped per task and seat."""
+
+    def seat(name: str, reward: float, consistent: bool) -> Trajectory:
+        steps = [
+            Step(prompt_ids=[1, 2], response_ids=[3, 4]),
+            Step(prompt_ids=[1, 2, 3, 4, 5], response_ids=[6]),
+        ]
+        trajectory = Trajectory(name=name, steps=steps, reward=reward)
+        if consistent:
+            trajectory.prompt_ids, trajectory.response_ids = [1, 2], [3, 4, 5, 6]
+            trajectory.response_mask = [1, 1, 0, 1]
+        return trajectory
+
+    episodes = [
+        Episode(trajectories=[seat("solver", 1.0, True), seat("judge", 0.0, False)]),
+        Episode(trajectories=[seat("solver", 0.0, True), seat("judge", 1.0, False)]),
+    ]
+    sequences = episodes_to_sequences(episodes, ["task-a", "task-a"], "trajectory")
+    # The solver's conversations are one sequence each; the judge's (not prefix-consistent)
+    # are trained turn by turn.
+    assert [(s.group, s.reward, sum(s.loss_mask)) for s in sequences] == [
+        ("task-a/solver", 1.0, 3),
+        ("task-a/judge", 0.0, 2),
+        ("task-a/judge", 0.0, 1),
+        ("task-a/solver", 0.0, 3),
+        ("task-a/judge", 1.0, 2),
+        ("task-a/judge", 1.0, 1),
+    ]
 
 
 @pytest.mark.slow
@@ -145,27 +198,28 @@ def test_existing_run_without_resume_is_refused_before_loading(tmp_path):
     (tmp_path / "checkpoints").mkdir()
     (tmp_path / "checkpoints" / "latest").write_text("step_1\n")
     config = build_config(overrides={"trainer.output": str(tmp_path), "model.name": "nowhere"})
-    from rllm_train.native.trainer import NativeTrainer
-
     with pytest.raises(ConfigError, match="--resume"):
         NativeTrainer(config)
 
 
+def test_the_old_rollout_engine_key_is_refused_with_its_replacement():
+    with pytest.raises(ConfigError, match="unknown config key 'rollout.engine'.*dispatch"):
+        build_config(overrides={"rollout.engine": "execution"})
+
+
 @pytest.mark.slow
-def test_rollouts_through_the_execution_engine_train(tmp_path, tiny_model):
+def test_async_dispatch_trains(tmp_path, tiny_model):
     overrides = run_overrides(
         tmp_path / "run",
         tiny_model,
         **{
             "env.id": "rllm/FrozenLake-v0",
-            "rollout.engine": "execution",
+            "rollout.dispatch": "async",
             "rollout.max_turns": 2,
             "trainer.steps": 1,
             "rollout.temperature": 3.0,
         },
     )
-    from rllm_train.native.trainer import NativeTrainer
-
     trainer = NativeTrainer(build_config(overrides=overrides))
     [row] = trainer.train()
     assert math.isfinite(row["loss"]) and row["sequences"] == 4

@@ -1,7 +1,9 @@
 """A run killed with SIGKILL resumes where it stopped: same model, optimizer, RNG, data order.
 
 The proof: a run killed after its second checkpoint and resumed ends with exactly the weights,
-optimizer state and per-step metrics of a run that was never interrupted.
+optimizer state and per-step metrics of a run that was never interrupted - on a task whose
+rewards differ within each group, so every step really moves the weights - and what the
+resumed run reports covers the whole run.
 """
 
 from __future__ import annotations
@@ -17,10 +19,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.train import reply_length
 from tests.train.conftest import run_overrides
 
 STEPS = 4
-DEFAULT_TASK = "rllm/Arithmetic-v0"
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -41,7 +43,7 @@ def command(output: Path, model: str, *extra: str) -> list[str]:
         "-m",
         "rllm_train.cli",
         "--env",
-        DEFAULT_TASK,
+        reply_length.MODULE_ENV_ID,
         *extra,
         *(f"{key}={value}" for key, value in overrides.items()),
     ]
@@ -88,12 +90,25 @@ def test_resume_after_kill_9_matches_an_uninterrupted_run(tmp_path, tiny_model):
     assert process.returncode == -signal.SIGKILL
     assert not (killed / "checkpoints" / f"step_{STEPS}").exists()
 
-    subprocess.run(
-        command(killed, tiny_model, "--resume"), env=run_env(), check=True, capture_output=True
+    resumed_run = subprocess.run(
+        command(killed, tiny_model, "--resume"),
+        env=run_env(),
+        check=True,
+        capture_output=True,
+        text=True,
     )
 
-    assert metric_rows(killed) == metric_rows(straight)  # data order, rewards, losses
-    assert [row["step"] for row in metric_rows(killed)] == list(range(1, STEPS + 1))
+    rows = metric_rows(straight)
+    assert all(row["advantage_abs_mean"] > 0 and row["grad_norm"] > 0 for row in rows)
+    assert metric_rows(killed) == rows  # data order, sampled tokens, rewards, losses
+    assert [row["step"] for row in rows] == list(range(1, STEPS + 1))
+    # The resumed process reports the whole run, not only the steps it played itself.
+    first, last = rows[0]["reward_mean"], rows[-1]["reward_mean"]
+    assert f"{STEPS} steps; reward {first:.3f} (step 1) -> {last:.3f} (step {STEPS})" in (
+        resumed_run.stdout
+    )
+    summary = json.loads((killed / "summary.json").read_text())
+    assert summary["reported_steps"] == [1, STEPS] and summary["reward_first"] == first
     expected, resumed = final_state(straight), final_state(killed)
     assert resumed["step"] == STEPS
     for name, tensor in expected["model"].items():

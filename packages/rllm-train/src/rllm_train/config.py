@@ -24,7 +24,7 @@ ALGORITHMS = ("grpo", "rloo", "reinforce_plus_plus", "ppo")
 BACKENDS = ("native", "verl")
 SEQUENCE_MODES = ("trajectory", "step")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
-ROLLOUT_ENGINES = ("lockstep", "execution")
+ROLLOUT_DISPATCH = ("lockstep", "async")
 
 
 class ConfigError(ValueError):
@@ -52,9 +52,10 @@ class EnvConfig:
 
 @dataclass
 class RolloutConfig:
-    # lockstep: all episodes of a step advance turn by turn in one batch (bit-for-bit resumable);
-    # execution: rllm-agents' AgentExecutionEngine over a LocalEngine serving the trained model.
-    engine: str = "lockstep"
+    # Rollouts run on rllm-agents' AgentExecutionEngine over a LocalEngine serving the trained
+    # model. lockstep: the episodes' turns go to the model in rounds, one batch each (bit-for-bit
+    # resumable); async: each turn as soon as its episode is ready (no wait for slow envs).
+    dispatch: str = "lockstep"
     tasks_per_step: int = 4
     n: int = 4  # rollouts per task (the group GRPO/RLOO compare within)
     max_turns: int = 1
@@ -121,7 +122,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "algorithm.sequence_mode": SEQUENCE_MODES,
     "trainer.backend": BACKENDS,
     "model.dtype": DTYPES,
-    "rollout.engine": ROLLOUT_ENGINES,
+    "rollout.dispatch": ROLLOUT_DISPATCH,
 }
 
 # Numbers that must be positive (> 0) or non-negative (>= 0).

@@ -1,11 +1,18 @@
 """Training sequences from Episodes, and their padded tensors.
 
-Two ways to turn an episode into sequences:
+Every trajectory of an episode is trained on (a multi-agent episode has one per seat), with its
+own reward, grouped with the same seat's trajectories on the same task: GRPO and RLOO compare
+a seat's samples of a task with each other, never one seat with another.
+
+Two ways to turn a trajectory into sequences:
 
 * ``trajectory``: the whole multi-turn conversation is one sequence (first prompt, then every
   model turn and every env/template token between turns); only model tokens are trained on.
+  A conversation that is not prefix-consistent (the agent rewrote its history, so no single
+  token list holds every prompt the model saw) has no such sequence and is trained turn by
+  turn instead, as below.
 * ``step``: each agent turn is its own sequence (that turn's full prompt + its completion),
-  all carrying the episode's reward; for agents whose prompts are not prefix-consistent.
+  all carrying the trajectory's reward.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from rllm_agents.types import Episode
+from rllm_agents.types import Episode, Trajectory
 
 
 @dataclass(frozen=True)
@@ -49,12 +56,13 @@ class TensorBatch:
         )
 
 
-def _trajectory_sequences(episode: Episode, group: str) -> list[TrainSequence]:
-    trajectory = episode.trajectories[0]
-    if not trajectory.response_ids:
-        return []
+def _trajectory_sequences(trajectory: Trajectory, group: str) -> list[TrainSequence]:
+    if not trajectory.response_ids:  # no single token list: train each turn on its own
+        return _step_sequences(trajectory, group)
     if len(trajectory.response_mask) != len(trajectory.response_ids):
-        raise ValueError(f"episode {episode.id}: response_mask and response_ids differ in length")
+        raise ValueError(
+            f"trajectory {trajectory.name!r}: response_mask and response_ids differ in length"
+        )
     return [
         TrainSequence(
             token_ids=list(trajectory.prompt_ids) + list(trajectory.response_ids),
@@ -65,8 +73,7 @@ def _trajectory_sequences(episode: Episode, group: str) -> list[TrainSequence]:
     ]
 
 
-def _step_sequences(episode: Episode, group: str) -> list[TrainSequence]:
-    trajectory = episode.trajectories[0]
+def _step_sequences(trajectory: Trajectory, group: str) -> list[TrainSequence]:
     return [
         TrainSequence(
             token_ids=list(step.prompt_ids) + list(step.response_ids),
@@ -79,7 +86,7 @@ def _step_sequences(episode: Episode, group: str) -> list[TrainSequence]:
     ]
 
 
-SEQUENCE_BUILDERS: dict[str, Callable[[Episode, str], list[TrainSequence]]] = {
+SEQUENCE_BUILDERS: dict[str, Callable[[Trajectory, str], list[TrainSequence]]] = {
     "trajectory": _trajectory_sequences,
     "step": _step_sequences,
 }
@@ -90,16 +97,29 @@ def usable(episode: Episode) -> bool:
     return episode.failure is None and episode.error is None and bool(episode.trajectories)
 
 
+def group_key(task_group: str, trajectory: Trajectory) -> str:
+    """The group of a trajectory: its task's group and its seat (the trajectory's name)."""
+    return f"{task_group}/{trajectory.name}"
+
+
 def episodes_to_sequences(
     episodes: list[Episode], groups: list[str], mode: str
 ) -> list[TrainSequence]:
-    """Sequences of the usable episodes; `groups[i]` names episode i's group (its task)."""
+    """Sequences of the usable episodes; `groups[i]` names episode i's task group."""
     builder = SEQUENCE_BUILDERS[mode]
     sequences = []
     for episode, group in zip(episodes, groups, strict=True):
         if usable(episode):
-            sequences.extend(builder(episode, group))
+            for trajectory in episode.trajectories:
+                sequences.extend(builder(trajectory, group_key(group, trajectory)))
     return sequences
+
+
+def model_tokens(episode: Episode) -> int:
+    """Tokens the model generated in the episode, over all its trajectories."""
+    return sum(
+        len(step.response_ids) for trajectory in episode.trajectories for step in trajectory.steps
+    )
 
 
 def to_tensors(sequences: list[TrainSequence], pad_id: int) -> TensorBatch:

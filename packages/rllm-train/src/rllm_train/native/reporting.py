@@ -24,11 +24,16 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
 
 
 class MetricsLog:
-    """One JSON line per step; on resume, lines past the checkpoint are dropped (they rerun)."""
+    """One JSON line per step; on resume, lines past the checkpoint are dropped (they rerun).
+
+    ``earlier_rows`` holds the rows kept from before the resume, so that what is reported at
+    the end covers the whole run.
+    """
 
     def __init__(self, output: Path, tensorboard: bool, resume_step: int) -> None:
         self.path = output / METRICS_FILE
         kept = [row for row in read_metrics(self.path) if row.get("step", 0) <= resume_step]
+        self.earlier_rows = kept
         self.path.write_text("".join(json.dumps(row) + "\n" for row in kept), encoding="utf-8")
         self.writer = None
         if tensorboard:
@@ -51,6 +56,19 @@ class MetricsLog:
         if self.writer is not None:
             self.writer.close()
             self.writer = None
+
+
+def run_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The reward over the reported steps (all of the run's, resumes included)."""
+    if not rows:
+        return {}
+    first, last = rows[0], rows[-1]
+    return {
+        "reported_steps": [first["step"], last["step"]],
+        "reward_first": first["reward_mean"],
+        "reward_last": last["reward_mean"],
+        "reward_best": max(row["reward_mean"] for row in rows),
+    }
 
 
 def plot_reward_curve(metrics_path: Path, png_path: Path, title: str = "") -> Path | None:

@@ -2,10 +2,11 @@
 
 Each step draws ``tasks_per_step`` task seeds (a pure function of the run seed and the step
 number, so a resumed run sees exactly the data the uninterrupted one would), plays ``n``
-episodes per task with the current weights (the rollouts sample from the very model being
-trained, so they always use the latest update), turns them into training sequences, computes
-advantages with verl's estimator and updates with verl's policy loss, accumulating gradients
-over micro-batches.
+episodes per task with the current weights through its sampler (:mod:`.sampler`: the execution
+engine over a local engine serving the very model being trained, so rollouts always use the
+latest update, each request seeded from the run seed, the step, the episode and the turn),
+turns them into training sequences, computes advantages with verl's estimator and updates with
+verl's policy loss, accumulating gradients over micro-batches.
 """
 
 from __future__ import annotations
@@ -33,14 +34,15 @@ from rllm_train.native.agent import agent_class_for, default_agent_args
 from rllm_train.native.batch import (
     TensorBatch,
     episodes_to_sequences,
+    model_tokens,
     to_tensors,
 )
-from rllm_train.native.engine_rollout import run_engine_rollouts
 from rllm_train.native.models import ValueHead, frozen_copy, hidden_size, load_policy, pick_device
 from rllm_train.native.optim import build_optimizer
-from rllm_train.native.rollout import RolloutSettings, RolloutTimings, run_rollouts
+from rllm_train.native.sampler import EpisodeSampler, ExecutionSampler, RolloutLimits
 
 VALIDATION_STREAM = 1_000_003  # seeds validation tasks apart from training ones
+SAMPLING_STREAM = 7  # seeds the model's draws apart from the task draws
 
 
 def step_task_seeds(run_seed: int, step: int, count: int) -> list[int]:
@@ -51,6 +53,12 @@ def step_task_seeds(run_seed: int, step: int, count: int) -> list[int]:
 
 def validation_seeds(run_seed: int, count: int) -> list[int]:
     return step_task_seeds(run_seed, VALIDATION_STREAM, count)
+
+
+def step_sampling_seed(run_seed: int, step: int) -> int:
+    """The sampling seed of step `step`: each model request's seed derives from it."""
+    state = np.random.SeedSequence([run_seed, step, SAMPLING_STREAM]).generate_state(1, np.uint64)
+    return int(state[0] >> np.uint64(1))
 
 
 def algorithm_settings(config: TrainConfig) -> algorithms.AlgorithmSettings:
@@ -147,6 +155,7 @@ class NativeTrainer:
         )
         self.completed_steps = 0
         self.last_episodes: list[Episode] = []
+        self._sampler: EpisodeSampler | None = None
 
     # -- set-up ----------------------------------------------------------------------------
     def _agent_factory(
@@ -158,32 +167,46 @@ class NativeTrainer:
             arguments.setdefault("system_prompt", self.config.env.system_prompt)
         return lambda: chosen(**arguments)
 
-    def _rollout_settings(self, temperature: float) -> RolloutSettings:
-        rollout = self.config.rollout
-        return RolloutSettings(
-            max_turns=rollout.max_turns,
-            max_response_tokens=rollout.max_response_tokens,
-            max_prompt_tokens=rollout.max_prompt_tokens,
-            temperature=temperature,
-            top_p=rollout.top_p,
-        )
+    @property
+    def sampler(self) -> EpisodeSampler:
+        """Where episodes come from (made on first use; assign another to plug one in)."""
+        if self._sampler is None:
+            rollout = self.config.rollout
+            limits = RolloutLimits(
+                max_turns=rollout.max_turns,
+                max_response_tokens=rollout.max_response_tokens,
+                max_prompt_tokens=rollout.max_prompt_tokens,
+                top_p=rollout.top_p,
+                dispatch=rollout.dispatch,
+            )
+            self._sampler = ExecutionSampler(
+                self.model,
+                self.tokenizer,
+                self.env_factory,
+                self.agent_factory,
+                limits,
+                # A step's (or validation's) episodes all fit in one batch.
+                max_batch_size=max(
+                    rollout.tasks_per_step * rollout.n, self.config.trainer.val_tasks
+                ),
+                autocast_dtype=self.autocast_dtype,
+            )
+        return self._sampler
+
+    @sampler.setter
+    def sampler(self, sampler: EpisodeSampler) -> None:
+        self._sampler = sampler  # the one it replaces is the caller's to close
+
+    def close(self) -> None:
+        """Stop the sampler's engine (a later step makes a new one)."""
+        if self._sampler is not None:
+            self._sampler.close()
+            self._sampler = None
 
     def _autocast(self):
         if self.autocast_dtype is None:
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=self.autocast_dtype)
-
-    # -- rollouts --------------------------------------------------------------------------
-    def collect(
-        self, seeds: list[int], temperature: float, timings: RolloutTimings, engine_seed: int = 0
-    ) -> list[Episode]:
-        self.model.eval()
-        settings = self._rollout_settings(temperature)
-        with self._autocast():
-            inputs = (self.model, self.tokenizer, self.env_factory, self.agent_factory, seeds)
-            if self.config.rollout.engine == "execution":
-                return run_engine_rollouts(*inputs, settings, timings, engine_seed)
-            return run_rollouts(*inputs, settings, timings)
 
     # -- the update ------------------------------------------------------------------------
     def _forward(self, batch: TensorBatch, model=None, want_hidden: bool = False):
@@ -316,10 +339,13 @@ class NativeTrainer:
     def train_step(self, step: int) -> dict[str, Any]:
         started = time.perf_counter()
         rollout = self.config.rollout
-        task_seeds = step_task_seeds(self.config.trainer.seed, step, rollout.tasks_per_step)
+        run_seed = self.config.trainer.seed
+        task_seeds = step_task_seeds(run_seed, step, rollout.tasks_per_step)
         seeds = [seed for seed in task_seeds for _ in range(rollout.n)]
-        timings = RolloutTimings()
-        episodes = self.collect(seeds, rollout.temperature, timings, engine_seed=task_seeds[0])
+        sampled = self.sampler.sample(
+            seeds, rollout.temperature, sampling_seed=step_sampling_seed(run_seed, step)
+        )
+        episodes = sampled.episodes
         self.last_episodes = episodes  # for inspection (benchmarks, debugging)
         rollout_seconds = time.perf_counter() - started
         sequences = episodes_to_sequences(
@@ -330,7 +356,10 @@ class NativeTrainer:
         update_seconds = time.perf_counter() - update_started
         rewards = [episode.reward for episode in episodes if episode.failure is None]
         correct = [float(e.is_correct) for e in episodes if e.is_correct is not None]
-        model_tokens = [sum(e.trajectories[0].response_mask) for e in episodes if e.trajectories]
+        generated = [model_tokens(e) for e in episodes if e.trajectories]
+        split = [
+            t for e in episodes for t in e.trajectories if t.info.get("prefix_consistent") is False
+        ]
         return {
             "step": step + 1,
             "reward_mean": float(np.mean(rewards)) if rewards else 0.0,
@@ -339,20 +368,25 @@ class NativeTrainer:
             "episodes": len(episodes),
             "failures": sum(e.failure is not None for e in episodes),
             "sequences": len(sequences),
-            "response_tokens_mean": float(np.mean(model_tokens)) if model_tokens else 0.0,
+            "response_tokens_mean": float(np.mean(generated)) if generated else 0.0,
+            "prefix_breaks": len(split),  # trajectories trained turn by turn (batch.py)
             "task_ids": sorted({str(e.info.get("task_key")) for e in episodes}),
             **losses,
             "time/rollout_s": rollout_seconds,
-            "time/generate_s": timings.generate_seconds,
-            "time/env_s": timings.env_seconds,
+            "time/generate_s": sampled.generate_seconds,
+            "time/env_s": sampled.env_seconds,
             "time/update_s": update_seconds,
             "time/step_s": time.perf_counter() - started,
         }
 
     def validate(self) -> dict[str, float]:
         started = time.perf_counter()
-        seeds = validation_seeds(self.config.trainer.seed, self.config.trainer.val_tasks)
-        episodes = self.collect(seeds, self.config.rollout.val_temperature, RolloutTimings())
+        run_seed = self.config.trainer.seed
+        seeds = validation_seeds(run_seed, self.config.trainer.val_tasks)
+        sampling_seed = step_sampling_seed(run_seed, VALIDATION_STREAM + self.completed_steps)
+        episodes = self.sampler.sample(
+            seeds, self.config.rollout.val_temperature, sampling_seed
+        ).episodes
         rewards = [episode.reward for episode in episodes if episode.failure is None]
         return {
             "val/reward_mean": float(np.mean(rewards)) if rewards else 0.0,
@@ -386,7 +420,11 @@ class NativeTrainer:
         )
 
     def train(self) -> list[dict[str, Any]]:
-        """Run to `trainer.steps` (from the last checkpoint with resume); the metric rows."""
+        """Run to `trainer.steps` (from the last checkpoint with resume).
+
+        Returns the metric rows of the whole run: after a resume, the steps played before it
+        (as ``metrics.jsonl`` kept them) come first.
+        """
         trainer = self.config.trainer
         self.output.mkdir(parents=True, exist_ok=True)
         if trainer.resume:
@@ -396,7 +434,7 @@ class NativeTrainer:
         progress, bar = reporting.progress_bar(
             trainer.steps, self.completed_steps, trainer.progress
         )
-        rows: list[dict[str, Any]] = []
+        rows: list[dict[str, Any]] = list(log.earlier_rows)
         try:
             with progress:
                 while self.completed_steps < trainer.steps:
@@ -418,14 +456,17 @@ class NativeTrainer:
             if not trainer.save_every or self.completed_steps % trainer.save_every:
                 self.save_checkpoint()
         finally:
+            self.close()
             log.close()
             reporting.plot_reward_curve(
                 self.output / reporting.METRICS_FILE,
                 self.output / reporting.CURVE_FILE,
                 title=f"{self.config.model.name} on {self.config.env.id} ({self.config.algorithm.name})",
             )
-        (self.output / "summary.json").write_text(
-            json.dumps({"steps": self.completed_steps, "config": asdict(self.config)}, indent=1),
-            encoding="utf-8",
-        )
+        summary = {
+            "steps": self.completed_steps,
+            **reporting.run_summary(rows),
+            "config": asdict(self.config),
+        }
+        (self.output / "summary.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
         return rows

@@ -1,0 +1,116 @@
+"""Where the native trainer's episodes come from: one seam, one implementation.
+
+The trainer asks an :class:`EpisodeSampler` for one Episode per task seed, in order, at a
+temperature and with a sampling seed, and gets back a :class:`Rollout`. Everything about how
+the episodes are played - agents, envs, chat templates, token-in/token-out bookkeeping, the
+model engine - sits behind that call. A sampler that runs multi-agent workflows returns Episodes
+with several trajectories (one per seat), which :mod:`rllm_train.native.batch` already trains.
+
+:class:`ExecutionSampler` is the one the trainer uses: rllm-agents' ``AgentExecutionEngine``
+(the machinery every rllm evaluation runs on) over a ``LocalEngine`` that serves the very model
+object being trained, so each step samples from the latest weights with no copy. Its turns are
+dispatched in lockstep rounds by default (``rollout.dispatch``), which with the per-request
+sampling seeds makes a run reproducible bit for bit; see :mod:`rllm_agents.execution.dispatch`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import gymnasium as gym
+from rllm_agents.agents.base import BaseAgent
+from rllm_agents.engines.base import SamplingParams
+from rllm_agents.engines.local import LocalEngine
+from rllm_agents.execution import AgentExecutionEngine
+from rllm_agents.types import Episode
+
+
+@dataclass
+class Rollout:
+    """The episodes of one call, in seed order, and where the time went."""
+
+    episodes: list[Episode]
+    generate_seconds: float = 0.0  # the model engine busy sampling
+    env_seconds: float = 0.0  # env calls, summed over episodes
+
+
+class EpisodeSampler(Protocol):
+    def sample(
+        self, seeds: Sequence[int], temperature: float, sampling_seed: int | None
+    ) -> Rollout:
+        """One Episode per seed (the env resets with it), in order."""
+
+    def close(self) -> None:
+        """Free threads and memory the sampler holds."""
+
+
+@dataclass(frozen=True)
+class RolloutLimits:
+    max_turns: int = 1
+    max_response_tokens: int = 64  # per turn
+    max_prompt_tokens: int = 1024  # any turn's whole prompt: the conversation so far
+    top_p: float = 1.0
+    dispatch: str = "lockstep"  # or "async" (rllm_agents.execution.dispatch)
+
+
+class ExecutionSampler:
+    """Episodes through ``AgentExecutionEngine`` over a ``LocalEngine`` on `model` (module doc)."""
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        env_factory: Callable[[], gym.Env],
+        agent_factory: Callable[[], BaseAgent],
+        limits: RolloutLimits,
+        *,
+        max_batch_size: int,
+        autocast_dtype: Any = None,
+    ) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.env_factory = env_factory
+        self.agent_factory = agent_factory
+        self.limits = limits
+        self.engine = LocalEngine(
+            model,
+            tokenizer,
+            device=str(next(model.parameters()).device),
+            max_batch_size=max_batch_size,
+            autocast_dtype=autocast_dtype,
+        )
+
+    def sample(
+        self, seeds: Sequence[int], temperature: float, sampling_seed: int | None
+    ) -> Rollout:
+        self.model.eval()  # the trainer leaves it in train mode after an update
+        limits = self.limits
+        executor = AgentExecutionEngine(
+            self.agent_factory,
+            self.env_factory,
+            self.engine,
+            tokenizer=self.tokenizer,
+            n_parallel=len(seeds),
+            max_turns=limits.max_turns,
+            max_context_tokens=limits.max_prompt_tokens,
+            sampling=SamplingParams(
+                temperature=temperature, top_p=limits.top_p, max_tokens=limits.max_response_tokens
+            ),
+            token_level=True,
+            seed=None,
+            progress=False,
+            dispatch=limits.dispatch,
+            sampling_seed=sampling_seed,
+        )
+        busy_before = self.engine.stats.busy_seconds
+        episodes = executor.run(seeds=list(seeds))
+        return Rollout(
+            episodes,
+            generate_seconds=self.engine.stats.busy_seconds - busy_before,
+            env_seconds=sum(episode.metrics.get("env_time", 0.0) for episode in episodes),
+        )
+
+    def close(self) -> None:
+        self.engine.close()
