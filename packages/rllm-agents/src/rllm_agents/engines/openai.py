@@ -15,10 +15,11 @@
   backoff and full jitter (``Retry-After`` honoured, capped); after the last try the call raises
   ``EngineError`` naming the last cause. Other 4xx errors are not retried.
 
-The transport is :class:`~rllm_agents.engines.http_pool.HttpPool`, keep-alive HTTP/1.1 made
-for this traffic: with hundreds of agents on one server, general-purpose clients cost several
-times its CPU per request (httpx held 256 concurrent 0.5 s requests to about 15 % of the
-server's throughput; aiohttp kept up but cost 3x the CPU; see benchmarks/engine_throughput.py).
+The transport is aiohttp: one ``ClientSession`` per event loop, made on first use, whose
+keep-alive connections (at most ``max_connections`` at once) are shared by every request.
+``timeout`` bounds one attempt, waiting for a free connection included. HTTPS is verified
+against the system's CAs unless ``ssl_context`` is given; a certificate the client does not
+trust fails at once (retrying cannot fix it). Proxies from the environment are not used.
 """
 
 from __future__ import annotations
@@ -29,10 +30,13 @@ import logging
 import random
 import ssl
 from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+from yarl import URL
 
 from rllm_agents.chat.tito import render_prompt_ids
 from rllm_agents.engines.base import EngineError, ModelOutput, SamplingParams
-from rllm_agents.engines.http_pool import HttpPool, HttpTransportError
 from rllm_agents.engines.prompting import check_one_prompt
 
 log = logging.getLogger(__name__)
@@ -70,6 +74,9 @@ class OpenAIEngine:
     ) -> None:
         if use_completions and tokenizer is None:
             raise ValueError("use_completions=True needs a tokenizer to render chat messages")
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"base_url must be an http:// or https:// URL, got {base_url!r}")
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.base_url = base_url.rstrip("/")
         self.model = model
@@ -81,12 +88,16 @@ class OpenAIEngine:
         self.extra_body = dict(extra_body or {})
         self.token_prompts_supported: bool | None = None  # learnt on first token prompt
         self._jitter = random.Random(seed)
-        self._headers = headers
-        self._timeout = timeout
+        self._headers = {**headers, "Content-Type": "application/json"}
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._max_connections = max_connections
-        self._ssl_context = ssl_context
-        self._pool: HttpPool | None = None
-        self._pool_loop: asyncio.AbstractEventLoop | None = None
+        self._ssl: ssl.SSLContext | bool = ssl_context if ssl_context is not None else True
+        # Parsed once: aiohttp would otherwise parse the URL string on every request.
+        self._urls = {
+            path: URL(self.base_url + path) for path in ("/chat/completions", "/completions")
+        }
+        self._session: aiohttp.ClientSession | None = None
+        self._session_loop: asyncio.AbstractEventLoop | None = None
 
     # ---- public API -------------------------------------------------------------------------
 
@@ -107,21 +118,49 @@ class OpenAIEngine:
             return await self._complete_ids(ids, sampling)
         return await self._chat(messages, sampling, tools)
 
-    async def aclose(self) -> None:
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            await pool.aclose()
+    async def served_models(self) -> list[str] | None:
+        """The model names the server lists at ``/models``; None when it lists none.
 
-    def _pool_for_this_loop(self) -> HttpPool:
-        # Connections belong to the event loop they were made on; callers such as a blocking
+        A quick check before a run: raises EngineError when the server cannot be reached or
+        refuses the API key, so a bad ``base_url`` fails at once instead of once per request.
+        """
+        session = await self._session_for_this_loop()
+        timeout = aiohttp.ClientTimeout(total=min(self._timeout.total or 10.0, 10.0))
+        try:
+            async with session.get(self.base_url + "/models", timeout=timeout) as response:
+                status, raw = response.status, await response.read()
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            reason = str(exc) or type(exc).__name__
+            raise EngineError(
+                f"cannot reach the model server at {self.base_url}: {reason}"
+            ) from exc
+        if status in (401, 403):
+            raise EngineError(f"{self.base_url} refused the API key (HTTP {status})")
+        try:
+            return (
+                [str(model["id"]) for model in json.loads(raw)["data"]] if status == 200 else None
+            )
+        except (ValueError, KeyError, TypeError):
+            return None  # not an OpenAI model listing: nothing to check against
+
+    async def aclose(self) -> None:
+        session, self._session = self._session, None
+        if session is not None and not session.closed:
+            await session.close()
+
+    async def _session_for_this_loop(self) -> aiohttp.ClientSession:
+        # A session belongs to the event loop it was made on; callers such as a blocking
         # `run()` helper may use the engine from successive loops.
         loop = asyncio.get_running_loop()
-        if self._pool is None or self._pool.closed or self._pool_loop is not loop:
-            self._pool = HttpPool(
-                self.base_url, self._headers, self._max_connections, self._ssl_context
+        if self._session is None or self._session.closed or self._session_loop is not loop:
+            if self._session is not None:
+                await _let_go(self._session, self._session_loop)
+            connector = aiohttp.TCPConnector(limit=self._max_connections, ssl=self._ssl)
+            self._session = aiohttp.ClientSession(
+                headers=self._headers, timeout=self._timeout, connector=connector
             )
-            self._pool_loop = loop
-        return self._pool
+            self._session_loop = loop
+        return self._session
 
     # ---- endpoints --------------------------------------------------------------------------
 
@@ -220,24 +259,26 @@ class OpenAIEngine:
     async def _post(self, path: str, body: dict[str, Any], token_prompt: bool = False) -> dict:
         last_error = "no attempt made"
         payload = json.dumps(body).encode()
+        url = self._urls.get(path) or URL(self.base_url + path)
         for attempt in range(self.max_retries + 1):
             retry_after: float | None = None
             try:
-                pool = self._pool_for_this_loop()
-                response = await pool.post_json(path, payload, self._timeout)
-                text = response.body.decode("utf-8", "replace")
-                if response.status == 200:
+                status, retry_header, raw = await self._send(url, payload)
+                text = raw.decode("utf-8", "replace")
+                if status == 200:
                     return _json_body(text)
-                if token_prompt and _rejects_token_prompt(response.status, text):
+                if token_prompt and _rejects_token_prompt(status, text):
                     raise _TokenPromptRejected()
-                last_error = f"HTTP {response.status}: {text[:300]}"
-                if response.status not in RETRY_STATUS:
+                last_error = f"HTTP {status}: {text[:300]}"
+                if status not in RETRY_STATUS:
                     raise EngineError(f"{self.base_url}{path} failed: {last_error}")
-                retry_after = _retry_after_s(response.headers.get("retry-after"))
+                retry_after = _retry_after_s(retry_header)
             except asyncio.TimeoutError as exc:
                 last_error = f"timeout ({type(exc).__name__})"
-            except HttpTransportError as exc:  # refused, reset, dropped mid-response
-                last_error = f"connection error ({exc})"
+            except aiohttp.ClientConnectorCertificateError as exc:
+                raise EngineError(f"{self.base_url}: {exc}") from exc  # will not heal by retrying
+            except aiohttp.ClientError as exc:  # refused, reset, dropped mid-answer, malformed
+                last_error = f"connection error ({type(exc).__name__}: {exc})"
             except _Retryable as exc:
                 last_error = str(exc)
             if attempt < self.max_retries:
@@ -245,6 +286,12 @@ class OpenAIEngine:
         raise EngineError(
             f"{self.base_url}{path} failed after {self.max_retries + 1} attempts: {last_error}"
         )
+
+    async def _send(self, url: URL, payload: bytes) -> tuple[int, str | None, bytes]:
+        """(status, Retry-After header, body) of one POST."""
+        session = await self._session_for_this_loop()
+        async with session.post(url, data=payload) as response:
+            return response.status, response.headers.get("Retry-After"), await response.read()
 
     def _backoff_s(self, attempt: int, retry_after: float | None) -> float:
         ceiling = min(self.backoff_max_s, self.backoff_base_s * (2**attempt))
@@ -294,3 +341,17 @@ def _retry_after_s(header: str | None) -> float | None:
         return float(header or "")
     except ValueError:
         return None
+
+
+async def _let_go(session: aiohttp.ClientSession, loop: asyncio.AbstractEventLoop | None) -> None:
+    """Close a session made on another event loop, from this one, without touching that loop."""
+    if session.closed:
+        return
+    if loop is not None and loop.is_running():
+        asyncio.run_coroutine_threadsafe(session.close(), loop)  # that loop closes its own
+        return
+    connector = session.connector
+    session.detach()  # now counts as closed: nothing is logged when it is collected
+    if connector is not None and loop is not None and loop.is_closed():
+        # With its loop gone, closing only marks it closed; its sockets go with the objects.
+        await connector.close()
