@@ -49,13 +49,6 @@ def test_math_with_tiny_model_as_a_command(tmp_path):
     assert summary["mean_reward"] == 0.0  # a random model never boxes the right number
 
 
-def test_bad_arguments_are_clear_errors(tmp_path):
-    with pytest.raises(SystemExit):
-        main(["--env", "rllm/Math-v0", "--env-kwargs", "[1]"])
-    with pytest.raises(SystemExit):
-        main(["--env", "rllm/Math-v0", "--n", "0"])
-
-
 @pytest.mark.slow
 def test_llamacpp_server(tmp_path, llamacpp_server):
     """The embedded SmolLM2 served by llama.cpp, through the OpenAI-compatible engine."""

@@ -10,7 +10,17 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from rllm_agents.cli.usage import (
+    CommandParser,
+    UsageError,
+    one_line,
+    positive_int,
+    report_usage_error,
+)
+
 from rllm_train.config import ALGORITHMS, BACKENDS, ConfigError, TrainConfig, build_config
+
+PROG = "rllm-train"
 
 EPILOG = """\
 overrides:
@@ -48,9 +58,9 @@ def _key_listing() -> str:
     return "\n".join(lines)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="rllm-train",
+def build_parser() -> CommandParser:
+    parser = CommandParser(
+        prog=PROG,
         description=__doc__.split("\n\n")[0] + "\n\n" + __doc__.split("\n\n")[1],
         epilog=EPILOG.format(keys=_key_listing()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -72,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=BACKENDS,
         help="native (CPU or one GPU, default) or verl (GPU clusters, needs rllm-train[verl])",
     )
-    parser.add_argument("--steps", type=int, metavar="N", help="training steps")
+    parser.add_argument("--steps", type=positive_int, metavar="N", help="training steps")
     parser.add_argument("--output", metavar="DIR", help="run directory (metrics, checkpoints)")
     parser.add_argument("--device", metavar="DEV", help="auto, cpu or cuda[:N]")
     parser.add_argument("--seed", type=int, help="run seed (task order and sampling)")
@@ -120,8 +130,8 @@ def _run_verl(config: TrainConfig) -> None:
     try:
         from rllm_train import verl as verl_backend
     except ImportError as error:
-        raise SystemExit(
-            f"rllm-train: --backend verl needs the verl backend: pip install 'rllm-train[verl]' "
+        raise ConfigError(
+            f"trainer.backend: verl needs the verl backend: pip install 'rllm-train[verl]' "
             f"({error})"
         ) from error
     verl_backend.run(config)
@@ -149,22 +159,35 @@ def _dry_run_verl(config: TrainConfig) -> None:
 DRY_RUNS = {"native": _dry_run_native, "verl": _dry_run_verl}
 
 
+def check_native(config: TrainConfig) -> None:
+    """What the native backend needs that the config alone cannot tell: the model and the env.
+
+    Both checks are quick (no model is loaded); a failed one is a ConfigError naming the key.
+    """
+    from rllm_agents.models import EMBEDDED_MODELS, resolve_model
+
+    from rllm_train.envs import check_env
+
+    if config.model.name not in EMBEDDED_MODELS:  # embedded ones are built on first use
+        try:
+            resolve_model(config.model.name)
+        except FileNotFoundError as error:
+            raise ConfigError(f"model.name: {error}") from error
+    check_env(config.env.id, config.env.kwargs)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     try:
+        args = build_parser().parse_args(argv)
         config = config_from_args(args)
         if config.trainer.backend == "native":
-            from rllm_train.envs import check_env_id
-
-            check_env_id(config.env.id)
-    except ConfigError as error:
-        print(f"rllm-train: bad config: {error}", file=sys.stderr)
-        return 2
-    actions = DRY_RUNS if args.dry_run else BACKEND_RUNNERS
-    try:
+            check_native(config)
+        actions = DRY_RUNS if args.dry_run else BACKEND_RUNNERS
         actions[config.trainer.backend](config)
+    except UsageError as error:
+        return report_usage_error(PROG, error)
     except ConfigError as error:
-        print(f"rllm-train: bad config: {error}", file=sys.stderr)
+        print(f"{PROG}: bad config: {one_line(error)}", file=sys.stderr)
         return 2
     return 0
 

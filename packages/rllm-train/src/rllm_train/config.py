@@ -163,7 +163,7 @@ def _coerce(key: str, value: Any, annotation: Any) -> Any:
         return None if value is None else _coerce(key, value, options[0])
     if origin is dict or annotation is dict:
         if isinstance(value, str):
-            value = yaml.safe_load(value) if value.strip() else {}
+            value = read_yaml(value, key) if value.strip() else {}
         if not isinstance(value, dict):
             raise ConfigError(f"{key}: expected a mapping, got {value!r}")
         return dict(value)
@@ -217,7 +217,7 @@ def _set(config: TrainConfig, dotted: str, value: Any) -> None:
             raise ConfigError(
                 f"unknown config key {dotted!r}: {section_name}.{name} is not a mapping"
             )
-        getattr(section, name)[rest] = yaml.safe_load(value) if isinstance(value, str) else value
+        getattr(section, name)[rest] = read_yaml(value, dotted) if isinstance(value, str) else value
         return
     setattr(section, name, _coerce(dotted, value, fields[name]))
 
@@ -236,7 +236,18 @@ def parse_override(text: str) -> tuple[str, Any]:
     key, sep, raw = text.partition("=")
     if not sep or not key.strip():
         raise ConfigError(f"override {text!r} is not of the form section.key=value")
-    return key.strip(), yaml.safe_load(raw) if raw.strip() else ""
+    return key.strip(), read_yaml(raw, f"override {text!r}") if raw.strip() else ""
+
+
+def read_yaml(text: str, where: str) -> Any:
+    """`text` parsed as YAML, or a one-line ConfigError saying where and what is wrong."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        problem = getattr(error, "problem", None) or type(error).__name__
+        raise ConfigError(f"{where}: not valid YAML{at}: {problem}") from None
 
 
 def build_config(
@@ -248,7 +259,7 @@ def build_config(
         path = Path(yaml_path)
         if not path.is_file():
             raise ConfigError(f"config file not found: {path}")
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = read_yaml(path.read_text(encoding="utf-8"), str(path)) or {}
         if not isinstance(data, dict):
             raise ConfigError(f"{path}: expected a mapping of sections at the top level")
         for key, value in _flatten(data, str(path)):

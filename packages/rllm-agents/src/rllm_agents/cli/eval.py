@@ -8,48 +8,68 @@ Models: ``tiny`` / ``smollm2`` (embedded) or a local Hugging Face directory run 
 the batched local engine (token-level); with ``--base-url`` any OpenAI-compatible server;
 with ``--llamacpp`` a llama.cpp server started and stopped for the run. Writes
 ``OUTPUT/episodes.jsonl`` (one episode a line) and ``OUTPUT/summary.json``.
+
+Bad input (an unknown env id, split or model, an unreachable server, a bad number) ends the
+command with one line on stderr naming what is valid, and exit status 2.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rllm_agents.agents.registry import agent_for_env
-from rllm_agents.engines.base import SamplingParams
-from rllm_agents.execution.engine import AgentExecutionEngine
-from rllm_agents.metrics import summarize_episodes
-from rllm_agents.types import Episode
+from rllm_agents.cli.usage import (
+    CommandParser,
+    UsageError,
+    check_env_id,
+    non_negative_float,
+    one_line,
+    positive_float,
+    positive_int,
+    probability,
+    report_usage_error,
+)
+from rllm_agents.engines import event_loop
+from rllm_agents.engines.base import EngineError
+
+PROG = "rllm-eval"
+# A server may list many models; an error names this many of them.
+MAX_LISTED_MODELS = 20
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="rllm-eval", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+def build_parser() -> CommandParser:
+    parser = CommandParser(
+        prog=PROG, description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
     parser.add_argument("--env", required=True, help="env id, e.g. rllm/Math-v0")
     parser.add_argument("--model", default="smollm2", help="tiny | smollm2 | HF dir | served name")
-    parser.add_argument("--base-url", help="an OpenAI-compatible server (…/v1)")
+    server = parser.add_mutually_exclusive_group()
+    server.add_argument("--base-url", help="an OpenAI-compatible server (…/v1)")
+    server.add_argument("--llamacpp", action="store_true", help="serve the model with llama.cpp")
     parser.add_argument(
         "--api-key", default=os.environ.get("OPENAI_API_KEY"), help="default: $OPENAI_API_KEY"
     )
-    parser.add_argument("--llamacpp", action="store_true", help="serve the model with llama.cpp")
-    parser.add_argument("--n", type=int, default=1, help="samples per task (for pass@k)")
-    parser.add_argument("--num-tasks", type=int, default=None, help="first N tasks of the split")
+    parser.add_argument("--n", type=positive_int, default=1, help="samples per task (pass@k)")
+    parser.add_argument(
+        "--num-tasks", type=positive_int, default=None, help="first N tasks of the split"
+    )
     parser.add_argument("--split", help="task split, e.g. test or gsm8k_test (tasks=shipped:…)")
     parser.add_argument("--env-kwargs", default="{}", help="JSON kwargs for gym.make")
-    parser.add_argument("--parallel", type=int, default=16, help="concurrent episodes")
-    parser.add_argument("--max-turns", type=int, default=8)
-    parser.add_argument("--temperature", type=float, default=0.6)
-    parser.add_argument("--top-p", type=float, default=1.0)
-    parser.add_argument("--max-tokens", type=int, default=512, help="per model turn")
-    parser.add_argument("--max-response-tokens", type=int, default=None, help="per episode")
-    parser.add_argument("--timeout", type=float, default=None, help="seconds per episode")
+    parser.add_argument("--parallel", type=positive_int, default=16, help="concurrent episodes")
+    parser.add_argument("--max-turns", type=positive_int, default=8)
+    parser.add_argument("--temperature", type=non_negative_float, default=0.6)
+    parser.add_argument("--top-p", type=probability, default=1.0)
+    parser.add_argument("--max-tokens", type=positive_int, default=512, help="per model turn")
+    parser.add_argument(
+        "--max-response-tokens", type=positive_int, default=None, help="per episode"
+    )
+    parser.add_argument("--timeout", type=positive_float, default=None, help="s per episode")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu", help="local engine device (cpu, cuda)")
     parser.add_argument("--output", type=Path, default=None, help="directory for the results")
@@ -57,45 +77,90 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# ---- the env --------------------------------------------------------------------------------
+
+
 def env_kwargs_from(args: argparse.Namespace) -> dict[str, Any]:
-    kwargs = json.loads(args.env_kwargs)
+    try:
+        kwargs = json.loads(args.env_kwargs)
+    except ValueError as error:
+        raise UsageError(f"--env-kwargs is not valid JSON ({error}): {args.env_kwargs!r}") from None
     if not isinstance(kwargs, dict):
-        raise SystemExit("--env-kwargs must be a JSON object")
+        raise UsageError("--env-kwargs must be a JSON object, e.g. '{\"max_turns\": 3}'")
     if args.split:
         kwargs["tasks"] = args.split if ":" in args.split else f"shipped:{args.split}"
     return kwargs
 
 
 def make_env_factory(env_id: str, kwargs: dict[str, Any]) -> Callable[[], Any]:
+    """A factory for `env_id` (checked against Gymnasium's registry first) with `kwargs`."""
     import gymnasium as gym
-    import rllm_envs  # noqa: F401 - registers the rllm/* ids
 
-    return lambda: gym.make(env_id, **kwargs)
+    plain_id = check_env_id(env_id)
+    return lambda: gym.make(plain_id, **kwargs)
 
 
-def task_rows(env_factory: Callable[[], Any], num_tasks: int | None) -> list[dict] | None:
-    """The env's task rows (first `num_tasks`), or None for envs that draw from seeds."""
-    env = env_factory()
+def first_env(env_factory: Callable[[], Any], env_id: str, kwargs: dict[str, Any]) -> Any:
+    """One env, made to check the arguments: a split or keyword it refuses is a UsageError."""
     try:
-        tasks = getattr(env.unwrapped, "tasks", None)
-        if tasks is None or not hasattr(tasks, "__getitem__"):
-            return None
-        count = len(tasks) if num_tasks is None else min(num_tasks, len(tasks))
-        return [dict(tasks[i]) for i in range(count)]
-    finally:
-        env.close()
+        return env_factory()
+    except Exception as error:  # noqa: BLE001 - whatever the env refuses, the user must read
+        given = f" with {kwargs}" if kwargs else ""
+        raise UsageError(f"cannot make {env_id}{given}: {error}") from error
 
 
-def make_engine(args: argparse.Namespace) -> tuple[Any, Any]:
-    """(rollout engine, tokenizer for token-level rendering or None)."""
-    if args.base_url:
-        from rllm_agents.engines.openai import OpenAIEngine
+def task_rows(env: Any, num_tasks: int | None) -> list[dict] | None:
+    """The env's task rows (first `num_tasks`), or None for envs that draw from seeds."""
+    tasks = getattr(env.unwrapped, "tasks", None)
+    if tasks is None or not hasattr(tasks, "__getitem__"):
+        return None
+    count = len(tasks) if num_tasks is None else min(num_tasks, len(tasks))
+    return [dict(tasks[i]) for i in range(count)]
 
-        return OpenAIEngine(args.base_url, args.model, api_key=args.api_key), None
-    if args.llamacpp:
-        from rllm_agents.engines.llamacpp_server import LlamaCppEngine
 
-        return LlamaCppEngine.start(args.model), None
+# ---- the model ------------------------------------------------------------------------------
+
+
+async def make_engine(args: argparse.Namespace) -> tuple[Any, Any]:
+    """(rollout engine, tokenizer for token-level rendering or None), checked before the run."""
+    try:
+        if args.base_url:
+            return await _served_engine(args), None
+        if args.llamacpp:
+            from rllm_agents.engines.llamacpp_server import LlamaCppEngine
+
+            return LlamaCppEngine.start(args.model), None
+        return _local_engine(args)
+    except (EngineError, ImportError, OSError, ValueError) as error:
+        if isinstance(error, UsageError):
+            raise
+        raise UsageError(str(error)) from error
+
+
+async def _served_engine(args: argparse.Namespace) -> Any:
+    from rllm_agents.engines.openai import OpenAIEngine
+
+    engine = OpenAIEngine(args.base_url, args.model, api_key=args.api_key)
+    try:
+        served = await engine.served_models()
+    except EngineError as error:
+        await engine.aclose()
+        raise UsageError(f"{error}; start the server or check --base-url / --api-key") from error
+    if served is not None and args.model not in served:
+        await engine.aclose()
+        listed = ", ".join(served[:MAX_LISTED_MODELS]) + (
+            ", ..." if len(served) > MAX_LISTED_MODELS else ""
+        )
+        raise UsageError(
+            f"model {args.model!r} is not served at {args.base_url}; pass one of: {listed}"
+        )
+    return engine
+
+
+def _local_engine(args: argparse.Namespace) -> tuple[Any, Any]:
+    from rllm_agents.models import resolve_model
+
+    resolve_model(args.model)  # an unknown name fails here, before torch is even imported
     from rllm_agents.engines.local import LocalEngine
 
     engine = LocalEngine.from_name(
@@ -104,15 +169,31 @@ def make_engine(args: argparse.Namespace) -> tuple[Any, Any]:
     return engine, engine.tokenizer
 
 
-async def evaluate(args: argparse.Namespace) -> tuple[list[Episode], dict[str, Any]]:
-    """Run the evaluation `args` describe; return the episodes and the summary."""
-    if args.n < 1 or args.parallel < 1:
-        raise SystemExit("--n and --parallel must be at least 1")
-    env_factory = make_env_factory(args.env, env_kwargs_from(args))
-    rows = task_rows(env_factory, args.num_tasks)
+# ---- the run --------------------------------------------------------------------------------
+
+
+async def evaluate(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any]]:
+    """Run the evaluation `args` describe; return the episodes and the summary.
+
+    Every check on the user's input (env id and arguments, model, server) runs before the
+    first episode; a failed one raises UsageError.
+    """
+    started_at = time.time()
+    from rllm_agents.agents.registry import agent_for_env
+    from rllm_agents.engines.base import SamplingParams
+    from rllm_agents.execution.engine import AgentExecutionEngine
+    from rllm_agents.metrics import summarize_episodes
+
+    kwargs = env_kwargs_from(args)
+    env_factory = make_env_factory(args.env, kwargs)
+    env = first_env(env_factory, args.env, kwargs)
+    try:
+        rows = task_rows(env, args.num_tasks)
+    finally:
+        env.close()
+    engine, tokenizer = await make_engine(args)
     if args.output:
         args.output.mkdir(parents=True, exist_ok=True)
-    engine, tokenizer = make_engine(args)
     try:
         runner = AgentExecutionEngine(
             agent_for_env(args.env),
@@ -146,6 +227,9 @@ async def evaluate(args: argparse.Namespace) -> tuple[list[Episode], dict[str, A
         for key, value in vars(args).items()
         if key != "api_key"
     }
+    # Wall-clock stamps of the evaluation proper (imports before it and the table after it
+    # excluded), comparable with stamps taken by other processes.
+    summary["started_at"], summary["finished_at"] = started_at, time.time()
     if args.output:
         (args.output / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return episodes, summary
@@ -170,11 +254,18 @@ def print_summary(summary: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    _, summary = asyncio.run(evaluate(args))
+    try:
+        args = build_parser().parse_args(argv)
+        episodes, summary = event_loop.run(evaluate(args))
+    except UsageError as error:
+        return report_usage_error(PROG, error)
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
     print_summary(summary)
     if summary["episodes"] and summary["errors"] == summary["episodes"]:
-        print("every episode failed; see the error field in episodes.jsonl", file=sys.stderr)
+        first = next((e.error for e in episodes if e.error), "see episodes.jsonl")
+        print(f"{PROG}: every episode failed; the first: {one_line(first)}", file=sys.stderr)
         return 1
     return 0
 

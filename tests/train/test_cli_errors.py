@@ -1,0 +1,84 @@
+"""``rllm-train`` turns bad input into one line on stderr naming the key or what is valid, and
+status 2, before any model is loaded.
+
+A few cases run the installed command as a user would; the rest call ``main`` in-process.
+"""
+
+from __future__ import annotations
+
+import pytest
+from rllm_train.cli import main
+
+from tests.cli_errors import assert_one_line_error, run_command
+
+PROG = "rllm-train"
+
+
+def assert_main_fails(capsys, argv: list[str], *expected: str) -> str:
+    code = main(argv)
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    return assert_one_line_error(code, captured.err, PROG, *expected)
+
+
+# ---- the installed command --------------------------------------------------------------------
+
+
+def test_unknown_model_names_the_embedded_ones(tmp_path):
+    result = run_command(PROG, "--model", "no-such-model", "--output", str(tmp_path / "run"))
+    assert_one_line_error(
+        result.returncode, result.stderr, PROG, "model.name", "'no-such-model'", "smollm2, tiny"
+    )
+    assert not (tmp_path / "run").exists()
+
+
+def test_unknown_env_id_names_the_rllm_ids(tmp_path):
+    result = run_command(PROG, "--env", "rllm/FrozenLak-v0", "--output", str(tmp_path / "run"))
+    assert_one_line_error(
+        result.returncode, result.stderr, PROG, "env.id", "rllm/FrozenLake-v0", "rllm ids:"
+    )
+
+
+def test_bad_number_flag():
+    result = run_command(PROG, "--steps", "ten")
+    assert_one_line_error(result.returncode, result.stderr, PROG, "--steps", "'ten'", "at least 1")
+
+
+# ---- in-process -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["--steps", "0"], ("--steps", "at least 1")),
+        (["--algorithm", "dpo"], ("--algorithm", "grpo")),
+        (["--backend", "jax"], ("--backend", "native")),
+        (["trainer.lrr=1e-5"], ("trainer.lrr", "lr")),
+        (["rollout.n=two"], ("rollout.n", "a number")),
+        (["trainer.lr=-1"], ("trainer.lr", "greater than 0")),
+        (["trainer.lr=[1"], ("trainer.lr=[1", "not valid YAML")),
+        (["env.kwargs.max_operand='[1'"], ("env.kwargs.max_operand", "not valid YAML")),
+        (["--env", "no_such_pkg_xyz:a/B-v0"], ("env.id", "no_such_pkg_xyz")),
+    ],
+)
+def test_bad_flags_and_keys_are_named(capsys, argv, expected):
+    assert_main_fails(capsys, ["--dry-run", *argv], *expected)
+
+
+def test_env_kwargs_the_env_refuses(capsys):
+    lake = ["--dry-run", "--env", "rllm/FrozenLake-v0"]
+    assert_main_fails(capsys, [*lake, "env.kwargs.colour=blue"], "env.kwargs", "colour")
+    assert_main_fails(
+        capsys,
+        ["--dry-run", "--env", "rllm/Math-v0", "env.kwargs.tasks=shipped:train"],
+        "env.kwargs",
+        "'train'",
+        "gsm8k_train",
+    )
+
+
+def test_bad_yaml_file(capsys, tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("trainer:\n  lr: [1e-5\n")
+    assert_main_fails(capsys, ["--config", str(path), "--dry-run"], str(path), "not valid YAML")
+    assert_main_fails(capsys, ["--config", str(tmp_path / "none.yaml")], "not found")
