@@ -32,14 +32,18 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import gymnasium as gym
 import rllm_envs  # noqa: F401  (registers the env ids)
 from rllm_agents.agents.frozenlake_agent import FrozenLakeAgent
+from rllm_agents.engines import event_loop
 from rllm_agents.engines.base import SamplingParams
 from rllm_agents.engines.openai import OpenAIEngine
 from rllm_agents.execution import AgentExecutionEngine
@@ -58,6 +62,7 @@ STORY_PROMPTS = [
 
 @dataclass
 class AgentRun:
+    client: str
     parallel: int
     episodes: int
     turns: int
@@ -79,8 +84,69 @@ from rllm_agents.testing.fault_server import FaultServer
 with FaultServer(latency_s=float(sys.argv[1]), completion=sys.argv[2]) as server:
     print(server.port, flush=True)
     sys.stdin.read()
-    print(json.dumps({"max_in_flight": server.stats.max_in_flight}), flush=True)
+    stats = server.stats
+    seen = {"max_in_flight": stats.max_in_flight, "requests": stats.requests,
+            "first_request_at": stats.first_request_at, "last_answer_at": stats.last_answer_at}
+    print(json.dumps(seen), flush=True)
 """
+
+
+class HttpxEngine(OpenAIEngine):
+    """The OpenAI engine with httpx as its transport instead of aiohttp (for comparison)."""
+
+    _client = None
+
+    async def _send(self, url, payload):
+        import httpx
+
+        if self._client is None:
+            limits = httpx.Limits(max_connections=self._max_connections, keepalive_expiry=60)
+            self._client = httpx.AsyncClient(
+                headers=self._headers, timeout=self._timeout.total, limits=limits
+            )
+        response = await self._client.post(str(url), content=payload)
+        return response.status_code, response.headers.get("retry-after"), response.content
+
+    async def aclose(self):
+        if self._client is not None:
+            await self._client.aclose()
+
+
+class HttpPoolEngine(OpenAIEngine):
+    """The OpenAI engine on the hand-written HttpPool transport (for comparison)."""
+
+    _pool = None
+
+    async def _send(self, url, payload):
+        from rllm_agents.engines.http_pool import HttpPool
+
+        if self._pool is None:
+            self._pool = HttpPool(self.base_url, self._headers, self._max_connections)
+        path = str(url)[len(self.base_url) :]
+        response = await self._pool.post_json(path, payload, self._timeout.total)
+        return response.status, response.headers.get("retry-after"), response.body
+
+    async def aclose(self):
+        if self._pool is not None:
+            await self._pool.aclose()
+
+
+@dataclass(frozen=True)
+class Client:
+    """An HTTP transport for the OpenAI engine and the event loop it runs on."""
+
+    name: str
+    engine_class: type
+    uvloop: bool
+
+
+CLIENTS = {
+    "aiohttp+uvloop": Client("aiohttp+uvloop", OpenAIEngine, True),
+    "aiohttp": Client("aiohttp", OpenAIEngine, False),
+    "httppool": Client("httppool", HttpPoolEngine, False),
+    "httppool+uvloop": Client("httppool+uvloop", HttpPoolEngine, True),
+    "httpx": Client("httpx", HttpxEngine, False),
+}
 
 
 class LaunchClock:
@@ -111,6 +177,7 @@ class CannedServer:
         self.process: subprocess.Popen | None = None
         self.port = 0
         self.max_in_flight = 0
+        self.seen: dict = {}
 
     @property
     def base_url(self) -> str:
@@ -132,18 +199,21 @@ class CannedServer:
         try:
             out, _ = self.process.communicate(input="", timeout=30)
             lines = out.strip().splitlines()
-            self.max_in_flight = json.loads(lines[-1])["max_in_flight"] if lines else 0
+            self.seen = json.loads(lines[-1]) if lines else {}
+            self.max_in_flight = self.seen.get("max_in_flight", 0)
         finally:
             if self.process.poll() is None:
                 self.process.kill()
                 self.process.wait()
 
 
-async def _agent_run(parallel: int, latency: float, turns: int, per_agent: int) -> AgentRun:
+async def _agent_run(
+    client: Client, parallel: int, latency: float, turns: int, per_agent: int
+) -> AgentRun:
     episodes_wanted = parallel * per_agent
     load = os.getloadavg()[0]
     with CannedServer(latency, CANNED_REPLY) as server:
-        engine = OpenAIEngine(server.base_url, "canned", timeout=30, max_connections=1024)
+        engine = client.engine_class(server.base_url, "canned", timeout=30, max_connections=1024)
         clock = LaunchClock(engine, parallel)
         runner = AgentExecutionEngine(
             FrozenLakeAgent,
@@ -168,6 +238,7 @@ async def _agent_run(parallel: int, latency: float, turns: int, per_agent: int) 
     ideal = parallel / (latency * turns)
     rate = len(episodes) / wall
     return AgentRun(
+        client=client.name,
         parallel=parallel,
         episodes=len(episodes),
         turns=turns,
@@ -179,6 +250,95 @@ async def _agent_run(parallel: int, latency: float, turns: int, per_agent: int) 
         launch_ms=round(1000 * (clock.launched_at - clock.started), 1),
         load_average=round(load, 2),
         server_max_in_flight=server.max_in_flight,
+    )
+
+
+@dataclass
+class EvalRun:
+    """One ``rllm-eval`` process against the canned server, timed three ways (seconds)."""
+
+    parallel: int
+    episodes: int
+    ideal_s: float
+    process_s: float  # interpreter start, imports, the eval, the printed table: all of it
+    eval_s: float  # from rllm-eval's main() (imports done) to summary.json written
+    requests_s: float  # from the server's first request to the last episode written
+    percent_process: float
+    percent_eval: float
+    percent_requests: float
+    imports_s: float  # process start to main(): interpreter and imports
+    load_average: float
+
+
+def _eval_run(parallel: int, per_agent: int, latency: float) -> EvalRun:
+    """``rllm-eval`` as a user runs it: 1-turn FrozenLake episodes, `per_agent` per agent."""
+    command = shutil.which("rllm-eval", path=str(Path(sys.executable).parent))
+    if command is None:
+        raise RuntimeError("rllm-eval is not installed next to this Python")
+    load = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory(prefix="rllm-eval-bench-") as folder:
+        output = Path(folder)
+        with CannedServer(latency, CANNED_REPLY) as server:
+            argv = [command, "--env", "rllm/FrozenLake-v0", "--base-url", server.base_url]
+            argv += ["--model", "canned", "--num-tasks", str(parallel), "--n", str(per_agent)]
+            argv += ["--parallel", str(parallel), "--max-turns", "1", "--max-tokens", "16"]
+            argv += ["--output", str(output)]
+            started = time.time()
+            result = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+            ended = time.time()
+        if result.returncode != 0:
+            raise RuntimeError(f"rllm-eval failed ({result.returncode}): {result.stderr[-2000:]}")
+        summary = json.loads((output / "summary.json").read_text())
+        last_episode_written = (output / "episodes.jsonl").stat().st_mtime
+    episodes = summary["episodes"]
+    if episodes != parallel * per_agent or summary["errors"]:
+        raise RuntimeError(f"rllm-eval ran {episodes} episodes, {summary['errors']} with errors")
+    ideal = per_agent * latency  # one model call per episode, each agent's episodes in turn
+    process_s = ended - started
+    eval_s = summary["finished_at"] - summary["started_at"]
+    requests_s = last_episode_written - server.seen["first_request_at"]
+    return EvalRun(
+        parallel=parallel,
+        episodes=episodes,
+        ideal_s=ideal,
+        process_s=round(process_s, 3),
+        eval_s=round(eval_s, 3),
+        requests_s=round(requests_s, 3),
+        percent_process=round(100 * ideal / process_s, 1),
+        percent_eval=round(100 * ideal / eval_s, 1),
+        percent_requests=round(100 * ideal / requests_s, 1),
+        imports_s=round(summary["started_at"] - started, 3),
+        load_average=round(load, 2),
+    )
+
+
+def _print_eval_runs(runs: list[EvalRun], latency: float) -> None:
+    print(
+        f"rllm-eval end to end, {runs[0].parallel} parallel, {runs[0].episodes} one-turn "
+        f"FrozenLake episodes, server latency {latency}s: ideal {runs[0].ideal_s:.2f}s"
+    )
+    print(
+        "  timed: process = the whole command (interpreter start, imports, eval, table); "
+        "eval = main() to summary.json written; requests = server's first request to last "
+        "episode written"
+    )
+    for label, seconds, percent in (
+        ("process", "process_s", "percent_process"),
+        ("eval", "eval_s", "percent_eval"),
+        ("requests", "requests_s", "percent_requests"),
+    ):
+        ordered = sorted(runs, key=lambda r: getattr(r, percent))
+        median = ordered[len(ordered) // 2]
+        print(
+            f"  {label:>9}: {getattr(median, seconds):6.3f}s = {getattr(median, percent):5.1f}% "
+            "of ideal (median; rounds "
+            + " / ".join(f"{getattr(r, percent):.1f}" for r in runs)
+            + ")"
+        )
+    print(
+        "  interpreter + imports before main(): "
+        + " / ".join(f"{r.imports_s:.3f}s" for r in runs)
+        + f"; load average {runs[0].load_average}"
     )
 
 
@@ -236,6 +396,11 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--episodes-per-agent", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=3, help="runs per agent count (median)")
     parser.add_argument("--parallel", default="1,16,64,256", help="comma-separated agent counts")
+    parser.add_argument(
+        "--clients",
+        default="aiohttp+uvloop,aiohttp",
+        help=f"comma-separated HTTP clients (and loops) to compare: {', '.join(CLIENTS)}",
+    )
     parser.add_argument("--local-model", default="smollm2")
     parser.add_argument("--local-max-tokens", type=int, default=48)
     parser.add_argument("--local-rounds", type=int, default=3)
@@ -246,37 +411,59 @@ def main(argv: list[str] | None = None) -> dict:
         help="torch intra-op threads for the local engine (default: torch's own choice); on a "
         "machine whose cores are busy with other work, 1 avoids threads spinning on each other",
     )
+    parser.add_argument("--eval-parallel", type=int, default=256, help="rllm-eval --parallel")
+    parser.add_argument("--eval-episodes-per-agent", type=int, default=2)
+    parser.add_argument("--eval-latency", type=float, default=1.0, help="server latency (s)")
+    parser.add_argument("--eval-rounds", type=int, default=3)
+    parser.add_argument("--skip-eval", action="store_true")
     parser.add_argument("--skip-local", action="store_true")
     parser.add_argument("--skip-agents", action="store_true")
     parser.add_argument("--json", action="store_true", help="print one JSON object at the end")
     args = parser.parse_args(argv)
 
+    clients = [CLIENTS[name] for name in args.clients.split(",")]
     runs, all_rounds = [], []
     print(f"agents on rllm/FrozenLake-v0, server latency {args.latency}s, {args.turns} turns")
     print(
-        f"{'agents':>7} {'episodes':>9} {'wall s':>8} {'ep/s':>8} {'ideal':>8} {'% ideal':>8}"
-        f" {'cpu ms/turn':>12} {'launch ms':>10} {'load':>6}   rounds (% ideal)"
+        f"{'client':>16} {'agents':>7} {'episodes':>9} {'wall s':>8} {'ep/s':>8} {'ideal':>8}"
+        f" {'% ideal':>8} {'cpu ms/turn':>12} {'launch ms':>10} {'load':>6}   rounds (% ideal)"
     )
     counts = [] if args.skip_agents else [int(n) for n in args.parallel.split(",")]
     for parallel in counts:
-        rounds = [
-            asyncio.run(_agent_run(parallel, args.latency, args.turns, args.episodes_per_agent))
-            for _ in range(max(1, args.rounds))
-        ]
-        run = sorted(rounds, key=lambda r: r.percent_of_ideal)[len(rounds) // 2]
-        runs.append(run)
-        all_rounds.append([r.percent_of_ideal for r in rounds])
-        print(
-            f"{run.parallel:>7} {run.episodes:>9} {run.wall_s:>8.2f} {run.episodes_per_s:>8.2f} "
-            f"{run.ideal_episodes_per_s:>8.2f} {run.percent_of_ideal:>7.1f}%"
-            f" {run.cpu_ms_per_turn:>12.3f} {run.launch_ms:>10.1f} {run.load_average:>6.2f}   "
-            + " / ".join(f"{r.percent_of_ideal:.1f}" for r in rounds)
-        )
+        # The clients take turns round by round, so a burst of other work on the machine
+        # lands on all of them alike.
+        rounds: dict[str, list[AgentRun]] = {client.name: [] for client in clients}
+        for _ in range(max(1, args.rounds)):
+            for client in clients:
+                agent_run = _agent_run(
+                    client, parallel, args.latency, args.turns, args.episodes_per_agent
+                )
+                rounds[client.name].append(event_loop.run(agent_run, use_uvloop=client.uvloop))
+        for client in clients:
+            client_rounds = rounds[client.name]
+            run = sorted(client_rounds, key=lambda r: r.percent_of_ideal)[len(client_rounds) // 2]
+            runs.append(run)
+            all_rounds.append([r.percent_of_ideal for r in client_rounds])
+            print(
+                f"{run.client:>16} {run.parallel:>7} {run.episodes:>9} {run.wall_s:>8.2f}"
+                f" {run.episodes_per_s:>8.2f} {run.ideal_episodes_per_s:>8.2f}"
+                f" {run.percent_of_ideal:>7.1f}% {run.cpu_ms_per_turn:>12.3f}"
+                f" {run.launch_ms:>10.1f} {run.load_average:>6.2f}   "
+                + " / ".join(f"{r.percent_of_ideal:.1f}" for r in client_rounds)
+            )
     report: dict = {
         "agents": [asdict(r) for r in runs],
         "agent_rounds_percent": all_rounds,
         "agent_goal_percent": AGENT_GOAL_PERCENT,
     }
+
+    if not args.skip_eval:
+        eval_runs = [
+            _eval_run(args.eval_parallel, args.eval_episodes_per_agent, args.eval_latency)
+            for _ in range(max(1, args.eval_rounds))
+        ]
+        _print_eval_runs(eval_runs, args.eval_latency)
+        report["eval"] = [asdict(r) for r in eval_runs]
 
     if not args.skip_local:
         import torch

@@ -19,25 +19,23 @@ def _load_benchmark():
 
 def test_agent_throughput_harness_runs(capsys):
     report = _load_benchmark().main(
-        [
-            "--skip-local",
-            "--parallel",
-            "1,8",
-            "--latency",
-            "0.1",
-            "--turns",
-            "2",
-            "--rounds",
-            "1",
-            "--episodes-per-agent",
-            "2",
-        ]
-    )
+        ["--skip-local", "--parallel", "1,8", "--latency", "0.1", "--turns", "2", "--rounds", "1",
+         "--episodes-per-agent", "2", "--clients", "aiohttp+uvloop,aiohttp",
+         "--eval-parallel", "8", "--eval-latency", "0.2", "--eval-rounds", "1"]
+    )  # fmt: skip
     runs = report["agents"]
-    assert [r["parallel"] for r in runs] == [1, 8]
-    assert [r["episodes"] for r in runs] == [2, 16]  # 2 episodes per agent, none lost
+    assert [(r["client"], r["parallel"]) for r in runs] == [
+        ("aiohttp+uvloop", 1), ("aiohttp", 1), ("aiohttp+uvloop", 8), ("aiohttp", 8),
+    ]  # fmt: skip
+    assert [r["episodes"] for r in runs] == [2, 2, 16, 16]  # 2 episodes per agent, none lost
     for run in runs:
         # Nothing can beat the server's latency; far below it would mean the harness is broken.
         assert 10 < run["percent_of_ideal"] <= 101
-    assert runs[1]["server_max_in_flight"] == 8  # the 8 agents really waited concurrently
-    assert "% ideal" in capsys.readouterr().out
+        assert run["server_max_in_flight"] == run["parallel"]  # the agents waited concurrently
+    # rllm-eval as a command: 8 agents, 2 one-turn episodes each, timed three ways.
+    (eval_run,) = report["eval"]
+    assert eval_run["episodes"] == 16 and eval_run["ideal_s"] == 0.4
+    assert eval_run["requests_s"] <= eval_run["eval_s"] <= eval_run["process_s"]
+    assert 0.4 <= eval_run["requests_s"]  # two rounds of the server's latency at least
+    out = capsys.readouterr().out
+    assert "% ideal" in out and "rllm-eval end to end" in out

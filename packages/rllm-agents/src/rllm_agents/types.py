@@ -12,8 +12,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from enum import Enum
 from typing import Any
 
@@ -61,7 +62,7 @@ class Step:
     env_time: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return _jsonable(asdict(self))
+        return _fields_to_dict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Step:
@@ -82,9 +83,7 @@ class Trajectory:
     info: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        data = _jsonable(asdict(self))
-        data["steps"] = [step.to_dict() for step in self.steps]
-        return data
+        return _fields_to_dict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Trajectory:
@@ -111,12 +110,7 @@ class Episode:
         return self.trajectories[0].reward if self.trajectories else 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        data = _jsonable(asdict(self))
-        data["trajectories"] = [trajectory.to_dict() for trajectory in self.trajectories]
-        data["termination_reason"] = (
-            self.termination_reason.value if self.termination_reason else None
-        )
-        return data
+        return _fields_to_dict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Episode:
@@ -141,16 +135,40 @@ def _known_fields(cls: type, data: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in data.items() if key in names}
 
 
+# Values json writes as they are (exact types: a str-valued Enum member is converted instead).
+_PLAIN_TYPES = frozenset({str, int, float, bool, type(None)})
+
+
+@functools.cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls))
+
+
+def _fields_to_dict(obj: Any) -> dict[str, Any]:
+    """A dataclass's fields, in order, as plain JSON types (nested records via their to_dict).
+
+    Episodes are written one by one as they finish, on the event loop of the run that made
+    them: each field is converted once, with no deep copy first (``dataclasses.asdict``).
+    """
+    return {name: _jsonable(getattr(obj, name)) for name in _field_names(type(obj))}
+
+
 def _jsonable(value: Any) -> Any:
     """Plain JSON types only: numpy scalars/arrays, enums, sets and unknown objects converted."""
+    if type(value) in _PLAIN_TYPES:
+        return value
     if isinstance(value, dict):
         return {str(key): _jsonable(item) for key, item in value.items()}
     if isinstance(value, (list, tuple, set)):
+        if all(type(item) in _PLAIN_TYPES for item in value):
+            return list(value)  # token ids, logprobs: the long lists, converted in one go
         return [_jsonable(item) for item in value]
     if isinstance(value, Enum):
         return value.value
-    if value is None or isinstance(value, (str, bool, int, float)):
+    if isinstance(value, (str, bool, int, float)):
         return value
+    if isinstance(value, (Step, Trajectory, Episode)):
+        return value.to_dict()
     if hasattr(value, "tolist"):  # numpy arrays and scalars
         return value.tolist()
     return str(value)

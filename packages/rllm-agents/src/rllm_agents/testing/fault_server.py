@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -40,13 +41,19 @@ Completion = str | Callable[[dict[str, Any]], str]
 
 @dataclass
 class FaultStats:
-    """What the server saw: request count, faults served, and peak concurrency."""
+    """What the server saw: request count, faults served, peak concurrency, and when.
+
+    ``first_request_at`` and ``last_answer_at`` are ``time.time()`` stamps (None before any),
+    comparable with stamps taken in other processes on the same machine.
+    """
 
     requests: int = 0
     served: Counter = field(default_factory=Counter)
     in_flight: int = 0
     max_in_flight: int = 0
     bodies: list[dict[str, Any]] = field(default_factory=list)
+    first_request_at: float | None = None
+    last_answer_at: float | None = None
 
 
 def _status_line(code: int) -> str:
@@ -209,14 +216,18 @@ class FaultServer:
             writer.write(_http_response(404, b'{"error": "not found"}'))
             await writer.drain()
             return True
+        if self.stats.first_request_at is None:
+            self.stats.first_request_at = time.time()
         fault = self._next_fault()
         self.stats.served[fault] += 1
         self.stats.in_flight += 1
         self.stats.max_in_flight = max(self.stats.max_in_flight, self.stats.in_flight)
         try:
-            return await self._serve_fault(fault, path, raw_body, writer)
+            answered = await self._serve_fault(fault, path, raw_body, writer)
         finally:
             self.stats.in_flight -= 1
+        self.stats.last_answer_at = time.time()
+        return answered
 
     async def _serve_fault(
         self, fault: str, path: str, raw_body: bytes, writer: asyncio.StreamWriter
