@@ -143,6 +143,10 @@ class OpenAIEngine:
         except (ValueError, KeyError, TypeError):
             return None  # not an OpenAI model listing: nothing to check against
 
+    def __getstate__(self) -> dict[str, Any]:
+        # A copy in another process (a Ray worker's) opens its own session on its own loop.
+        return {**self.__dict__, "_session": None, "_session_loop": None}
+
     async def aclose(self) -> None:
         session, self._session = self._session, None
         if session is not None and not session.closed:

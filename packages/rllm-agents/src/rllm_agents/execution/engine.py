@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from rllm_agents.agents.base import BaseAgent
+from rllm_agents.agents.registry import load_entry_point
 from rllm_agents.chat import (
     TokenConversation,
     encode,
@@ -99,6 +100,9 @@ class AgentExecutionEngine:
             every task of a call at once, whatever ``n_parallel`` says.
         sampling_seed: seeds each model request from (this, episode index, turn).
         max_context_tokens: the longest prompt any turn may have (None: no limit).
+        executor: where episodes run - ``"inline"`` (this process), ``"ray"`` (workers of a
+            Ray cluster, :mod:`rllm_agents.execution.ray_executor`; or pass a configured
+            ``RayExecutor``). Same API and results either way; ``close()`` releases workers.
     """
 
     def __init__(
@@ -122,6 +126,7 @@ class AgentExecutionEngine:
         dispatch: str = "async",
         sampling_seed: int | None = None,
         max_context_tokens: int | None = None,
+        executor: str | Any = "inline",
     ) -> None:
         if n_parallel < 1 or max_turns < 1:
             raise ValueError("n_parallel and max_turns must be at least 1")
@@ -145,6 +150,7 @@ class AgentExecutionEngine:
         self.dispatch = dispatch
         self.sampling_seed = sampling_seed
         self.max_context_tokens = max_context_tokens
+        self.executor = resolve_executor(executor)
         self.last_metrics: dict[str, Any] = {}
         self._rewrites_history: bool | None = None
         # What the factory's first env declared (inline-safe or not), kept for later runs.
@@ -171,35 +177,26 @@ class AgentExecutionEngine:
             return asyncio.run(self.execute_seeds(seeds or []))
         return asyncio.run(self.execute_tasks(tasks, seeds))
 
+    def close(self) -> None:
+        """Release what the executor holds between runs (a Ray executor's workers)."""
+        close = getattr(self.executor, "close", None)
+        if close is not None:
+            close()
+
     # ---- the run ----------------------------------------------------------------------------
     async def _execute(self, jobs: list[tuple[dict[str, Any] | None, int | None]]) -> list[Episode]:
         if self.token_level and self._rewrites_history is None:
             self._rewrites_history = template_rewrites_history(self.tokenizer)
-        slots: asyncio.Queue[EnvSlot] = asyncio.Queue()
-        probe = FactoryProbe(inline_safe=self._factory_inline_safe)
-        pacer = LoopPacer()
-        dispatch: Dispatch = DISPATCH_MODES[self.dispatch](self.engine)
         # A lockstep round waits for every running episode: all of them must have a slot.
         parallel = len(jobs) if self.dispatch == "lockstep" else min(self.n_parallel, len(jobs))
-        all_slots = [
-            EnvSlot(self.env_factory, f"rllm-env-{i}", self.env_calls, probe, pacer)
-            for i in range(parallel)
-        ]
-        dispatch.start(range(len(jobs)))
-        for slot in all_slots:
-            slots.put_nowait(slot)
+        source = await self.executor.open(self, parallel)
         sink = self.output_path.open("w", encoding="utf-8") if self.output_path else None
         started = time.perf_counter()
         try:
             with RewardProgress(len(jobs), "rollout", self.progress) as progress:
 
                 async def one(index: int, task: dict[str, Any] | None, seed: int | None) -> Episode:
-                    slot = await slots.get()
-                    try:
-                        episode = await self._episode(slot, dispatch, index, task, seed)
-                    finally:
-                        dispatch.finish(index)
-                        slots.put_nowait(slot)
+                    episode = await source.run(index, task, seed)
                     if sink is not None:
                         sink.write(episode.to_json() + "\n")
                         sink.flush()
@@ -212,10 +209,10 @@ class AgentExecutionEngine:
         finally:
             if sink is not None:
                 sink.close()
-            await asyncio.gather(*(slot.aclose() for slot in all_slots))
-            self._factory_inline_safe = probe.inline_safe
+            await source.aclose()
         wall = time.perf_counter() - started
         self.last_metrics = self._run_metrics(list(episodes), wall)
+        self.last_metrics.update(source.metrics)
         return list(episodes)
 
     def _run_metrics(self, episodes: list[Episode], wall: float) -> dict[str, Any]:
@@ -399,6 +396,68 @@ def _task_key(run: _Run) -> str:
     if run.task is None and run.seed is not None:
         return f"seed-{run.seed}"
     return str(run.index)
+
+
+class LocalEpisodes:
+    """Episodes of `runner` on `count` env slots of this process, each slot reusing its env.
+
+    The inline executor's run, and a Ray worker's for as long as it serves a run. Every
+    episode index below `count` is announced to the dispatch up front: a lockstep run gets a
+    slot per episode and waits for all of them each round.
+    """
+
+    def __init__(self, runner: AgentExecutionEngine, count: int) -> None:
+        self._runner = runner
+        self._probe = FactoryProbe(inline_safe=runner._factory_inline_safe)
+        pacer = LoopPacer()
+        self._slots = [
+            EnvSlot(runner.env_factory, f"rllm-env-{i}", runner.env_calls, self._probe, pacer)
+            for i in range(count)
+        ]
+        self._free: asyncio.Queue[EnvSlot] = asyncio.Queue()
+        for slot in self._slots:
+            self._free.put_nowait(slot)
+        self._dispatch: Dispatch = DISPATCH_MODES[runner.dispatch](runner.engine)
+        self._dispatch.start(range(count))
+        self.metrics: dict[str, Any] = {}
+
+    async def run(self, index: int, task: dict[str, Any] | None, seed: int | None) -> Episode:
+        slot = await self._free.get()
+        try:
+            return await self._runner._episode(slot, self._dispatch, index, task, seed)
+        finally:
+            self._dispatch.finish(index)
+            self._free.put_nowait(slot)
+
+    async def aclose(self) -> None:
+        await asyncio.gather(*(slot.aclose() for slot in self._slots))
+        # What the factory's first env declared, kept by the engine for its later runs.
+        self._runner._factory_inline_safe = self._probe.inline_safe
+
+
+class InlineExecutor:
+    """Episodes in this process, on the run's own env slots (the default executor)."""
+
+    async def open(self, runner: AgentExecutionEngine, count: int) -> LocalEpisodes:
+        return LocalEpisodes(runner, count)
+
+
+# Executors by name; an executor object (e.g. a configured RayExecutor) may be passed instead.
+EXECUTORS: dict[str, str] = {
+    "inline": "rllm_agents.execution.engine:InlineExecutor",
+    "ray": "rllm_agents.execution.ray_executor:RayExecutor",
+}
+
+
+def resolve_executor(executor: str | Any) -> Any:
+    """The executor object for a name in EXECUTORS (made with its defaults), or `executor`."""
+    if not isinstance(executor, str):
+        return executor
+    if executor not in EXECUTORS:
+        raise ValueError(
+            f"executor must be one of {tuple(EXECUTORS)} or an executor object, not {executor!r}"
+        )
+    return load_entry_point(EXECUTORS[executor])()
 
 
 class _ModelFailure(Exception):
