@@ -489,3 +489,13 @@ def test_classic_plays_other_discrete_games_with_numbered_moves():
     env.reset(seed=0)
     assert env.infos[env.agent_selection]["legal_moves"] == ["0", "1", "2"]
     env.close()
+
+
+def test_the_steps_per_second_benchmark_runs_every_env():
+    from tests.benchmark_runs import run_benchmark
+
+    result = run_benchmark("multiagent_envs.py", "--steps=200", "--repeats=1")
+    lines = result.stdout.splitlines()
+    for name in ENV_MODULES:
+        assert any(line.startswith(name) for line in lines), name
+    assert "classic_v0 (chess_v6)" in result.stdout and "text/raw" in lines[0]

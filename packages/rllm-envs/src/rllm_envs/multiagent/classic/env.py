@@ -47,10 +47,13 @@ class ClassicGame:
     """
 
     def __init__(self, inner: Any, codec: GameCodec) -> None:
-        self.inner = inner
+        # The raw env: only legal moves reach it, so PettingZoo's checking wrappers have
+        # nothing to catch, and reading state through them costs more than the game itself.
+        self.inner = inner.unwrapped
         self.codec = codec
         self.totals = dict.fromkeys(inner.possible_agents, 0.0)
         self._moves: dict[str, int] | None = None
+        self._over = False
 
     def current_player(self) -> str:
         return self.inner.agent_selection
@@ -71,17 +74,18 @@ class ClassicGame:
 
     def play(self, move: str) -> str:
         mover = self.current_player()
-        self.inner.step(self.move_table()[move])
+        inner = self.inner
+        inner.step(self.move_table()[move])
         self._moves = None
-        for agent, reward in self.inner.rewards.items():
+        for agent, reward in inner.rewards.items():
             self.totals[agent] += float(reward)
+        self._over = not inner.agents or any(
+            inner.terminations[agent] or inner.truncations[agent] for agent in inner.agents
+        )
         return f"{mover} played {move}."
 
     def is_over(self) -> bool:
-        inner = self.inner
-        return not inner.agents or any(
-            inner.terminations[agent] or inner.truncations[agent] for agent in inner.agents
-        )
+        return self._over
 
     def returns(self) -> dict[str, float]:
         return dict(self.totals)
