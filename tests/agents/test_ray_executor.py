@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
+import math
 import os
 import threading
 import time
@@ -327,3 +329,42 @@ def test_env_kinds_route_by_id_and_arguments():
     assert resources_for_env("rllm/FrozenLake-v0") == {}
     with pytest.raises(ValueError, match="executor must be one of"):
         AgentExecutionEngine(FrozenLakeAgent, EnvSpec("rllm/FrozenLake-v0"), None, executor="k8s")
+
+
+def test_rllm_train_rolls_out_on_ray_workers(cluster, tmp_path):
+    """rllm-train --executor ray: the trainer's own model answers episodes played on workers."""
+    from ray.util.state import list_actors
+    from rllm_agents.models import resolve_model
+    from rllm_train.cli import main
+
+    output = tmp_path / "run"
+    argv = [
+        "--env=rllm/FrozenLake-v0",
+        f"--model={resolve_model('tiny')}",
+        "--executor=ray",
+        f"--output={output}",
+        "--steps=2",
+        "--no-progress",
+        "rollout.dispatch=async",
+        "rollout.ray_workers=2",
+        "rollout.tasks_per_step=2",
+        "rollout.n=2",
+        "rollout.max_turns=2",
+        "rollout.max_response_tokens=6",
+        "trainer.save_every=0",
+    ]
+    workers_before = len(list_actors(filters=[("class_name", "=", "EpisodeWorker")]))
+    assert main(argv) == 0
+    rows = [json.loads(line) for line in (output / "metrics.jsonl").read_text().splitlines()]
+    assert [row["step"] for row in rows] == [1, 2]
+    assert all(row["episodes"] == 4 and math.isfinite(row["loss"]) for row in rows)
+    workers = list_actors(filters=[("class_name", "=", "EpisodeWorker")])
+    assert len(workers) - workers_before == 2  # started once, for both steps
+    assert all(actor.state == "DEAD" for actor in workers)  # ended with the run
+
+
+def test_rllm_train_refuses_ray_with_lockstep_dispatch(capsys):
+    from rllm_train.cli import main
+
+    assert main(["--executor=ray", "--dry-run"]) == 2
+    assert "rollout.dispatch=async" in capsys.readouterr().err

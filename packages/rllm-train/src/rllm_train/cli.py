@@ -18,7 +18,14 @@ from rllm_agents.cli.usage import (
     report_usage_error,
 )
 
-from rllm_train.config import ALGORITHMS, BACKENDS, ConfigError, TrainConfig, build_config
+from rllm_train.config import (
+    ALGORITHMS,
+    BACKENDS,
+    EXECUTORS,
+    ConfigError,
+    TrainConfig,
+    build_config,
+)
 
 PROG = "rllm-train"
 
@@ -35,6 +42,7 @@ examples:
   rllm-train --env my_pkg.envs:my/Env-v0           # imports my_pkg.envs, which registers it
   rllm-train --env rllm/GymText-v0 env.kwargs.env_id=CartPole-v1
   rllm-train --output runs/a --resume              # continue a stopped or killed run
+  rllm-train --executor ray --ray-address HEAD:6379 rollout.dispatch=async   # envs on Ray
 """
 
 # Command-line flag -> the config key it sets.
@@ -47,6 +55,8 @@ FLAG_KEYS: dict[str, str] = {
     "output": "trainer.output",
     "device": "trainer.device",
     "seed": "trainer.seed",
+    "executor": "rollout.executor",
+    "ray_address": "rollout.ray_address",
 }
 
 
@@ -87,6 +97,14 @@ def build_parser() -> CommandParser:
     parser.add_argument("--device", metavar="DEV", help="auto, cpu or cuda[:N]")
     parser.add_argument("--seed", type=int, help="run seed (task order and sampling)")
     parser.add_argument("--resume", action="store_true", help="continue from DIR's last checkpoint")
+    parser.add_argument(
+        "--executor",
+        choices=EXECUTORS,
+        help="where episodes run: inline (this process, default) or ray (a Ray cluster's workers)",
+    )
+    parser.add_argument(
+        "--ray-address", metavar="HOST:PORT", help="the Ray cluster (--executor ray)"
+    )
     parser.add_argument(
         "--no-progress", action="store_true", help="no progress bar (e.g. in CI logs)"
     )

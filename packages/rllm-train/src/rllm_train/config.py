@@ -25,6 +25,7 @@ BACKENDS = ("native", "verl")
 SEQUENCE_MODES = ("trajectory", "step")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 ROLLOUT_DISPATCH = ("lockstep", "async")
+EXECUTORS = ("inline", "ray")
 
 
 class ConfigError(ValueError):
@@ -64,6 +65,11 @@ class RolloutConfig:
     temperature: float = 1.0
     top_p: float = 1.0
     val_temperature: float = 0.0  # 0 = greedy
+    # inline: envs in the trainer's process; ray: on the workers of a Ray cluster (the trainer's
+    # model answers them over HTTP; docs/agents/ray.md). Needs dispatch=async.
+    executor: str = "inline"
+    ray_address: str = ""  # empty: $RAY_ADDRESS, else a local cluster for the run
+    ray_workers: int = 0  # 0: one per node that can host the env kind
 
 
 @dataclass
@@ -123,6 +129,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "trainer.backend": BACKENDS,
     "model.dtype": DTYPES,
     "rollout.dispatch": ROLLOUT_DISPATCH,
+    "rollout.executor": EXECUTORS,
 }
 
 # Numbers that must be positive (> 0) or non-negative (>= 0).
@@ -141,6 +148,7 @@ POSITIVE = (
 NON_NEGATIVE = (
     "rollout.temperature",
     "rollout.val_temperature",
+    "rollout.ray_workers",
     "algorithm.kl_coef",
     "model.lora_rank",
     "trainer.save_every",
@@ -293,10 +301,25 @@ def validate(config: TrainConfig) -> None:
             raise ConfigError(f"{key}: must be 0 or more, got {get_value(config, key)!r}")
     if not config.env.id.strip():
         raise ConfigError("env.id: must name a Gymnasium environment id")
+    if config.rollout.executor == "ray":
+        _check_ray_rollouts(config)
     if config.algorithm.name in ("grpo", "rloo") and config.rollout.n < 2:
         raise ConfigError(
             f"rollout.n: {config.algorithm.name} compares rollouts within a group, so it needs "
             f"at least 2 per task, got {config.rollout.n}"
+        )
+
+
+def _check_ray_rollouts(config: TrainConfig) -> None:
+    if config.trainer.backend != "native":
+        raise ConfigError(
+            f"rollout.executor=ray: the {config.trainer.backend} backend runs its agent loops on "
+            "its own Ray workers; rollout.executor is for the native backend"
+        )
+    if config.rollout.dispatch != "async":
+        raise ConfigError(
+            "rollout.executor=ray runs each episode on a Ray worker, while lockstep dispatch "
+            "plays every episode's turns in one process: set rollout.dispatch=async"
         )
 
 

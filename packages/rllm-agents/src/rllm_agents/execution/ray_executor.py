@@ -264,7 +264,7 @@ class RayExecutor:
 
 def worker_setup(runner: Any, engine: Any) -> tuple[str, bytes]:
     """(digest, pickled copy of `runner` for the workers: in-process, with `engine`)."""
-    import cloudpickle
+    from ray import cloudpickle
 
     from rllm_agents.execution.engine import resolve_executor
 

@@ -55,7 +55,7 @@ class EpisodeWorker:
         if setup_key != self._setup_key:
             if setup is None:
                 raise ValueError(f"worker has no setup {setup_key!r}: the driver must send it")
-            import cloudpickle
+            from ray import cloudpickle
 
             self._runner, self._setup_key = cloudpickle.loads(setup), setup_key
         await self.end()

@@ -11,6 +11,9 @@ with several trajectories (one per seat), which :mod:`rllm_train.native.batch` a
 object being trained, so each step samples from the latest weights with no copy. Its turns are
 dispatched in lockstep rounds by default (``rollout.dispatch``), which with the per-request
 sampling seeds makes a run reproducible bit for bit; see :mod:`rllm_agents.execution.dispatch`.
+With ``rollout.executor=ray`` the episodes run on the workers of a Ray cluster instead, which
+reach this process's engine through a gateway (:mod:`rllm_agents.execution.ray_executor`); the
+workers are started once and serve every step.
 """
 
 from __future__ import annotations
@@ -24,7 +27,10 @@ from rllm_agents.agents.base import BaseAgent
 from rllm_agents.engines.base import SamplingParams
 from rllm_agents.engines.local import LocalEngine
 from rllm_agents.execution import AgentExecutionEngine
+from rllm_agents.execution.engine import resolve_executor
 from rllm_agents.types import Episode
+
+from rllm_train.config import EnvConfig, RolloutConfig
 
 
 @dataclass
@@ -68,12 +74,14 @@ class ExecutionSampler:
         *,
         max_batch_size: int,
         autocast_dtype: Any = None,
+        executor: Any = "inline",
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.env_factory = env_factory
         self.agent_factory = agent_factory
         self.limits = limits
+        self.executor = resolve_executor(executor)
         self.engine = LocalEngine(
             model,
             tokenizer,
@@ -103,6 +111,7 @@ class ExecutionSampler:
             progress=False,
             dispatch=limits.dispatch,
             sampling_seed=sampling_seed,
+            executor=self.executor,
         )
         busy_before = self.engine.stats.busy_seconds
         episodes = executor.run(seeds=list(seeds))
@@ -113,4 +122,20 @@ class ExecutionSampler:
         )
 
     def close(self) -> None:
+        close_executor = getattr(self.executor, "close", None)
+        if close_executor is not None:
+            close_executor()  # the Ray workers' envs, then the workers
         self.engine.close()
+
+
+def rollout_executor(rollout: RolloutConfig, env: EnvConfig) -> Any:
+    """Where episodes run, from the config: "inline", or Ray workers routed by the env's kind."""
+    if rollout.executor == "inline":
+        return "inline"
+    from rllm_agents.execution.ray_executor import RayExecutor, resources_for_env
+
+    return RayExecutor(
+        address=rollout.ray_address or None,
+        workers=rollout.ray_workers or None,
+        resources=resources_for_env(env.id, env.kwargs),
+    )

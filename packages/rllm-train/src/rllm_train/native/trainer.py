@@ -39,7 +39,12 @@ from rllm_train.native.batch import (
 )
 from rllm_train.native.models import ValueHead, frozen_copy, hidden_size, load_policy, pick_device
 from rllm_train.native.optim import build_optimizer
-from rllm_train.native.sampler import EpisodeSampler, ExecutionSampler, RolloutLimits
+from rllm_train.native.sampler import (
+    EpisodeSampler,
+    ExecutionSampler,
+    RolloutLimits,
+    rollout_executor,
+)
 
 VALIDATION_STREAM = 1_000_003  # seeds validation tasks apart from training ones
 SAMPLING_STREAM = 7  # seeds the model's draws apart from the task draws
@@ -190,6 +195,7 @@ class NativeTrainer:
                     rollout.tasks_per_step * rollout.n, self.config.trainer.val_tasks
                 ),
                 autocast_dtype=self.autocast_dtype,
+                executor=rollout_executor(rollout, self.config.env),
             )
         return self._sampler
 
