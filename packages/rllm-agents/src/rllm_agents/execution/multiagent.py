@@ -17,8 +17,8 @@ which runs games in parallel, retries failed ones and writes episodes::
     )
     episodes = engine.run(game_tasks(seeds=range(32)))
 
-A task of such an engine is a dict ``{"seed": int | None, "task": env task row | None,
-"seating": {seat: policy name} | None}`` (:func:`game_tasks` makes them; a task's seating
+A task of such an engine is a dict ``{"id": str, "seed": int | None, "task": env task row |
+None, "seating": {seat: policy name} | None}`` (:func:`game_tasks` makes them; a task's seating
 overrides the engine's for the seats it names, ``"*"`` names every other seat).
 
 The Episode: one :class:`~rllm_agents.types.Trajectory` per seat, in the env's agent order,
@@ -67,6 +67,7 @@ def game_tasks(
         raise ValueError("seatings is empty")
     return [
         {
+            "id": f"seed-{seed}" if seed is not None else f"game-{i}",
             "seed": seed,
             "task": dict(task) if task is not None else None,
             "seating": dict(cycle[i % len(cycle)]) if cycle[i % len(cycle)] else None,
