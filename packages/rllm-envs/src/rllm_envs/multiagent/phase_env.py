@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
-from gymnasium.utils import seeding
 from pettingzoo import ParallelEnv
 from pettingzoo.utils.conversions import parallel_to_aec
 
 from rllm_envs.core.failures import InfrastructureFailure
 from rllm_envs.core.text_env import action_text
 from rllm_envs.multiagent import spaces
+from rllm_envs.multiagent.episode_start import seed_and_task
 
 
 @dataclass
@@ -120,15 +120,7 @@ class PhasedTextEnv(ParallelEnv):
     def reset(
         self, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-        if seed is not None or self.np_random is None:
-            self.np_random, _ = seeding.np_random(seed)
-        options = options or {}
-        task = options.get("task")
-        if task is None:
-            task = self.draw_task(self.np_random)
-        elif not isinstance(task, dict):
-            raise TypeError(f"options['task'] must be a dict row, got {type(task).__name__}")
-        self.task = dict(task)
+        self.task = seed_and_task(self, seed, options)
         self.agents = list(self.possible_agents)
         self.cycle = 0
         self.end_reason = None

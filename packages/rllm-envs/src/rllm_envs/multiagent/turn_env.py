@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
-from gymnasium.utils import seeding
 from pettingzoo import AECEnv
 from pettingzoo.utils import wrappers
 from pettingzoo.utils.conversions import turn_based_aec_to_parallel
 
 from rllm_envs.core.text_env import action_text
 from rllm_envs.multiagent import spaces
+from rllm_envs.multiagent.episode_start import seed_and_task
 from rllm_envs.multiagent.moves import read_move
 from rllm_envs.multiagent.outcomes import outcomes_from_returns
 
@@ -152,15 +152,7 @@ class TurnTextEnv(AECEnv):
         return self._action_spaces[agent]
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
-        if seed is not None or self.np_random is None:
-            self.np_random, _ = seeding.np_random(seed)
-        options = options or {}
-        task = options.get("task")
-        if task is None:
-            task = self.draw_task(self.np_random)
-        elif not isinstance(task, dict):
-            raise TypeError(f"options['task'] must be a dict row, got {type(task).__name__}")
-        self.task = dict(task)
+        self.task = seed_and_task(self, seed, options)
         self.game = self.new_game(self.task)
         self.agents = list(self.possible_agents)
         self.turn = 0

@@ -53,11 +53,12 @@ def _tictactoe_label(action: int) -> str:
 
 
 def _tictactoe_picture(inner: Inner, agent: str | None) -> str:
+    from rllm_envs.multiagent.tictactoe.game import board_picture
+
     # observation[column, row, plane]: transpose to rows first.
     marks, own = _planes_picture(inner, agent, lambda obs: obs.transpose(1, 0, 2))
-    rows = ["  A B C"] + [f"{r + 1} " + " ".join(marks[r]) for r in range(3)]
     heading = f"Board (you are {own}):" if agent is not None else "Board:"
-    return heading + "\n" + "\n".join(rows)
+    return heading + "\n" + board_picture(marks.reshape(-1).tolist())
 
 
 TICTACTOE = GameCodec(

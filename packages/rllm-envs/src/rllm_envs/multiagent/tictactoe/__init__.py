@@ -58,6 +58,12 @@ Version history
     v0: first version.
 """
 
-from rllm_envs.multiagent.tictactoe.game import CELLS, TicTacToe, TicTacToeEnv, winner
+from rllm_envs.multiagent.tictactoe.game import (
+    CELLS,
+    TicTacToe,
+    TicTacToeEnv,
+    board_picture,
+    winner,
+)
 
-__all__ = ["CELLS", "TicTacToe", "TicTacToeEnv", "winner"]
+__all__ = ["CELLS", "TicTacToe", "TicTacToeEnv", "board_picture", "winner"]

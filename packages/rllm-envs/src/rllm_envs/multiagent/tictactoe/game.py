@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,12 @@ LINES = (
 
 def cell_index(label: str) -> int:
     return CELLS.index(label)
+
+
+def board_picture(board: Sequence[str]) -> str:
+    """A 9-cell board (reading order) as text: column letters on top, row numbers on the left."""
+    rows = ["  A B C"] + [f"{r + 1} " + " ".join(board[3 * r : 3 * r + 3]) for r in range(3)]
+    return "\n".join(rows)
 
 
 def winner(board: str) -> str | None:
@@ -65,9 +72,7 @@ class TicTacToe:
         return {player: 1.0 if MARKS[i] == won else -1.0 for i, player in enumerate(PLAYERS)}
 
     def view(self, agent: str | None) -> str:
-        rows = ["  A B C"]
-        rows += [f"{r + 1} " + " ".join(self.board[3 * r : 3 * r + 3]) for r in range(3)]
-        picture = "\n".join(rows)
+        picture = board_picture(self.board)
         if agent is None:
             return picture
         return f"Board (you are {MARKS[PLAYERS.index(agent)]}):\n{picture}"
