@@ -251,6 +251,35 @@ def test_an_env_that_raises_is_replaced_and_the_game_retried():
     assert BreaksOnce.made == 2
 
 
+class Counted:
+    """A tic-tac-toe env that counts how many of its kind are made and closed."""
+
+    made = closed = 0
+
+    def __init__(self) -> None:
+        Counted.made += 1
+        self.env = tictactoe_v0.parallel_env()
+        self.metadata = {**self.env.metadata, "rllm.inline_safe": False}  # on worker threads
+
+    def __getattr__(self, name):
+        return getattr(self.env, name)
+
+    def close(self) -> None:
+        Counted.closed += 1
+        self.env.close()
+
+
+def test_envs_are_reused_across_games_and_closed_after_the_run():
+    Counted.made = Counted.closed = 0
+    engine = multiagent_engine(
+        Counted, {"random": scripted("random")}, n_parallel=3, progress=False
+    )
+    engine.run(game_tasks(range(12)))
+    assert 1 <= Counted.made <= 3 and Counted.closed == Counted.made
+    engine.run(game_tasks(range(4)))  # a second run makes its own pool
+    assert Counted.closed == Counted.made
+
+
 @pytest.mark.slow
 def test_an_env_failure_ends_the_game_and_is_not_retried():
     module = solver_judge()
