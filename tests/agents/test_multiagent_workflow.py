@@ -127,6 +127,27 @@ class InFlight:
         return Response(ModelOutput(text=self.reply))
 
 
+def test_trajectories_group_by_task_and_role_for_training():
+    from rllm_agents.execution import role_groups
+
+    trained = ScriptedPolicy(scripted_move("random"), "learner", trainable=True)
+    engine = multiagent_engine(
+        kuhn_poker_v0.parallel_env,
+        {"learner": trained, "random": scripted("random")},
+        progress=False,
+    )
+    seatings = [{"player_0": "learner", "player_1": "random"}, {"*": "learner"}]
+    episodes = engine.run(game_tasks(range(40), seatings=seatings))
+    groups = role_groups(episodes)
+    assert all(key.startswith("kuhn_poker/") for key in groups)
+    for key, trajectories in groups.items():
+        role = key.rsplit(":", 1)[1]
+        assert all(t.info["role"] == role and t.info["trainable"] for t in trajectories)
+    assert sum(map(len, groups.values())) == 20 * 1 + 20 * 2  # learner seats only
+    everyone = role_groups(episodes, trainable_only=False)
+    assert sum(map(len, everyone.values())) == 80
+
+
 def test_the_solvers_of_one_game_answer_at_once():
     module = solver_judge()
     solvers = InFlight(r"\boxed{42}")

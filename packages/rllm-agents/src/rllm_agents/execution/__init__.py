@@ -6,6 +6,7 @@ from rllm_agents.execution.multiagent import (
     MultiAgentWorkflow,
     game_tasks,
     multiagent_engine,
+    role_groups,
 )
 from rllm_agents.execution.policies import ModelPolicy, ScriptedPolicy
 from rllm_agents.execution.ray_executor import RayExecutor
@@ -26,6 +27,7 @@ __all__ = [
     "episodes_to_jsonl",
     "game_tasks",
     "multiagent_engine",
+    "role_groups",
     "summarize_seats",
     "wilson_interval",
 ]

@@ -76,6 +76,27 @@ def game_tasks(
     ]
 
 
+def role_groups(
+    episodes: Iterable[Episode], *, trainable_only: bool = True
+) -> dict[str, list[Trajectory]]:
+    """Seat trajectories grouped by ``"<task_key>:<role>"``: the groups a trainer baselines
+    within (samples of one task compared role by role, opposing seats never pooled). Failed
+    episodes (error, timeout, env failure) are left out; so are seats of non-trainable
+    policies unless ``trainable_only`` is False."""
+    failed = (TerminationReason.ERROR, TerminationReason.TIMEOUT, TerminationReason.ENV_FAILURE)
+    groups: dict[str, list[Trajectory]] = {}
+    for episode in episodes:
+        if episode.termination_reason in failed:
+            continue
+        task_key = str(episode.info.get("task_key", episode.id))
+        for trajectory in episode.trajectories:
+            if trainable_only and not trajectory.info.get("trainable", False):
+                continue
+            role = str(trajectory.info.get("role", trajectory.name))
+            groups.setdefault(f"{task_key}:{role}", []).append(trajectory)
+    return groups
+
+
 class EnvPool:
     """Env slots reused across the games of one run (made on demand, closed by :meth:`aclose`)."""
 
