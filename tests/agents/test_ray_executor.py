@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from rllm_agents.agents import FrozenLakeAgent, TextAgent
 from rllm_agents.engines.openai import OpenAIEngine
-from rllm_agents.execution import AgentExecutionEngine
+from rllm_agents.execution import AgentExecutionEngine, AgentWorkflowEngine, SingleTurnWorkflow
 from rllm_agents.execution.env_spec import EnvSpec
 from rllm_agents.execution.ray_worker import PngImage, pack_images, unpack_images
 from rllm_agents.testing.fault_server import FaultServer
@@ -368,3 +368,34 @@ def test_rllm_train_refuses_ray_with_lockstep_dispatch(capsys):
 
     assert main(["--executor=ray", "--dry-run"]) == 2
     assert "rollout.dispatch=async" in capsys.readouterr().err
+
+
+def test_workflows_run_on_ray_workers(cluster):
+    """AgentWorkflowEngine(executor=RayExecutor(...)): each task's workflow on a worker."""
+    tasks = [
+        {"task_id": f"sum-{i}", "question": "2 + 2?", "answer": str(4 + i % 2)} for i in range(10)
+    ]
+
+    def run(server: FaultServer, executor) -> tuple[list[Episode], dict]:
+        client = OpenAIEngine(server.base_url, "scripted")
+        engine = AgentWorkflowEngine(
+            lambda: SingleTurnWorkflow(
+                client,
+                lambda task: [{"role": "user", "content": task["question"]}],
+                lambda task, reply: float(reply.strip() == task["answer"]),
+            ),
+            n_parallel=4,
+            executor=executor,
+            progress=False,
+        )
+        try:
+            return asyncio.run(engine.execute_tasks(tasks)), engine.last_metrics
+        finally:
+            engine.close()
+
+    with FaultServer(completion="4") as server:
+        remote, metrics = run(server, RayExecutor(workers=2))
+        inline, _ = run(server, "inline")
+    assert [e.id for e in remote] == [e.id for e in inline] == [f"sum-{i}:{i}" for i in range(10)]
+    assert [e.reward for e in remote] == [e.reward for e in inline] == [1.0, 0.0] * 5
+    assert metrics["ray_workers"] == 2 and metrics["retries"] == 0

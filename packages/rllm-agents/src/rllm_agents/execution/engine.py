@@ -177,6 +177,10 @@ class AgentExecutionEngine:
             return asyncio.run(self.execute_seeds(seeds or []))
         return asyncio.run(self.execute_tasks(tasks, seeds))
 
+    def local_episodes(self, count: int) -> LocalEpisodes:
+        """Episodes on `count` env slots of this process (what executors run them with)."""
+        return LocalEpisodes(self, count)
+
     def close(self) -> None:
         """Release what the executor holds between runs (a Ray executor's workers)."""
         close = getattr(self.executor, "close", None)
@@ -436,10 +440,10 @@ class LocalEpisodes:
 
 
 class InlineExecutor:
-    """Episodes in this process, on the run's own env slots (the default executor)."""
+    """Episodes in this process, `count` at once (the default executor, of either engine)."""
 
-    async def open(self, runner: AgentExecutionEngine, count: int) -> LocalEpisodes:
-        return LocalEpisodes(runner, count)
+    async def open(self, runner: Any, count: int) -> Any:
+        return runner.local_episodes(count)
 
 
 # Executors by name; an executor object (e.g. a configured RayExecutor) may be passed instead.

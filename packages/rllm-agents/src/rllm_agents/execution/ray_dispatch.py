@@ -39,8 +39,8 @@ class RayEpisodes:
         self._setup = setup
         self._capacity = capacity
         self._gateway = gateway
-        timeout = runner.trajectory_timeout
-        self._answer_timeout = None if timeout is None else timeout + executor.answer_grace_s
+        limit = _time_limit(runner)
+        self._answer_timeout = None if limit is None else limit + executor.answer_grace_s
         self._waiters: collections.deque[asyncio.Future] = collections.deque()
         self._replacing: set[asyncio.Task] = set()
         self.metrics: dict[str, Any] = {
@@ -72,7 +72,8 @@ class RayEpisodes:
         worker.setup_key = self._setup_key
 
     # ---- one episode ------------------------------------------------------------------------
-    async def run(self, index: int, task: dict[str, Any] | None, seed: int | None) -> Episode:
+    async def run(self, index: int, task: dict[str, Any] | None, seed: int | str | None) -> Episode:
+        """Episode `index` (`seed`: its env seed, or a workflow's uid) from a worker."""
         reasons: list[str] = []
         while len(reasons) < self._executor.max_attempts:
             try:
@@ -91,7 +92,8 @@ class RayEpisodes:
                 continue
             except Exception as error:  # noqa: BLE001 - sorted below: lost worker or not
                 if not _is_lost(error):
-                    return _failed_episode(index, task, seed, _brief(error), failure=None)
+                    attempts = len(reasons) + 1
+                    return _failed_episode(index, task, seed, _brief(error), None, attempts)
                 reasons.append(_brief(error))
                 self._lose(worker)
                 continue
@@ -103,7 +105,7 @@ class RayEpisodes:
             return unpack_images(episode)
         self.metrics["ray_episodes_lost"] += 1
         message = f"lost its Ray worker {len(reasons)} time(s): " + " | ".join(reasons)
-        return _failed_episode(index, task, seed, message, failure=WORKER_LOST)
+        return _failed_episode(index, task, seed, message, WORKER_LOST, len(reasons))
 
     # ---- least-loaded workers with free slots -----------------------------------------------
     async def _acquire(self) -> WorkerRecord:
@@ -180,6 +182,15 @@ class RayEpisodes:
             await self._gateway.stop()
 
 
+def _time_limit(runner: Any) -> float | None:
+    """How long one task may take on a worker: an episode's timeout, a workflow's attempts."""
+    if hasattr(runner, "trajectory_timeout"):
+        return runner.trajectory_timeout
+    if runner.timeout is None:
+        return None
+    return runner.timeout * (runner.retry_limit + 1)
+
+
 async def _answer(ref: Any) -> Any:
     return await ref
 
@@ -206,21 +217,28 @@ def _brief(error: BaseException) -> str:
 
 
 def _failed_episode(
-    index: int, task: dict[str, Any] | None, seed: int | None, error: str, failure: str | None
+    index: int,
+    task: dict[str, Any] | None,
+    seed: int | str | None,
+    error: str,
+    failure: str | None,
+    attempts: int,
 ) -> Episode:
-    """The Episode of a task no worker could finish (named as the engine names episodes)."""
-    if task is not None and task.get("task_id") is not None:
+    """The Episode of a task no worker could finish (named as the engines name episodes)."""
+    if isinstance(seed, str):  # a workflow's uid, "task_key:index"
+        task_key = seed.rsplit(":", 1)[0]
+    elif task is not None and task.get("task_id") is not None:
         task_key = str(task["task_id"])
     elif task is None and seed is not None:
         task_key = f"seed-{seed}"
     else:
         task_key = str(index)
     return Episode(
-        id=f"{task_key}:{index}",
+        id=seed if isinstance(seed, str) else f"{task_key}:{index}",
         task=task if task is not None else {"seed": seed},
         termination_reason=TerminationReason.ERROR,
         failure=failure,
         error=error,
-        metrics={"turns": 0.0, "llm_time": 0.0, "env_time": 0.0},
+        metrics={"turns": 0.0, "llm_time": 0.0, "env_time": 0.0, "attempts": float(attempts)},
         info={"task_key": task_key, "seed": seed},
     )

@@ -142,14 +142,17 @@ class RayExecutor:
                 f"dispatch={runner.dispatch!r} plays every episode's turns in one process; "
                 "the Ray executor runs episodes on workers: use dispatch='async'"
             )
-        needs = self.worker_needs(runner.env_factory)
+        env_factory = getattr(runner, "env_factory", None)  # workflows make their own envs
+        needs = self.worker_needs(env_factory)
         self._connect()
         fitting = nodes_offering(needs)
         if not fitting:
-            raise UnroutableEnvError(_unroutable_message(needs, _env_name(runner.env_factory)))
+            raise UnroutableEnvError(_unroutable_message(needs, _env_name(env_factory)))
         if count == 0:
             return RayEpisodes(self, runner, "", b"", 1)
-        engine, gateway = await self._engine_for_workers(runner.engine)
+        engine, gateway = None, None
+        if hasattr(runner, "engine"):  # a workflow's engine travels inside its factory
+            engine, gateway = await self._engine_for_workers(runner.engine)
         key, setup = worker_setup(runner, engine)
         await self._ensure_workers(needs, self.workers or len(fitting))
         capacity = math.ceil(count / len(self._pool))
@@ -263,13 +266,14 @@ class RayExecutor:
 
 
 def worker_setup(runner: Any, engine: Any) -> tuple[str, bytes]:
-    """(digest, pickled copy of `runner` for the workers: in-process, with `engine`)."""
+    """(digest, pickled copy of `runner` for the workers: in-process, with `engine` if any)."""
     from ray import cloudpickle
 
     from rllm_agents.execution.engine import resolve_executor
 
     setup = copy.copy(runner)
-    setup.engine = engine
+    if engine is not None:
+        setup.engine = engine
     setup.executor = resolve_executor("inline")
     setup.output_path = None
     setup.progress = False

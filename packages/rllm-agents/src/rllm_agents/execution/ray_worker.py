@@ -50,8 +50,6 @@ class EpisodeWorker:
     async def begin(self, setup_key: str, setup: bytes | None, capacity: int) -> None:
         """Start a run: adopt the setup (``None``: the one named `setup_key` is already here)
         and open `capacity` env slots; the last run's envs are closed first."""
-        from rllm_agents.execution.engine import LocalEpisodes
-
         if setup_key != self._setup_key:
             if setup is None:
                 raise ValueError(f"worker has no setup {setup_key!r}: the driver must send it")
@@ -59,9 +57,10 @@ class EpisodeWorker:
 
             self._runner, self._setup_key = cloudpickle.loads(setup), setup_key
         await self.end()
-        self._episodes = LocalEpisodes(self._runner, capacity)
+        self._episodes = self._runner.local_episodes(capacity)
 
-    async def run_episode(self, index: int, task: dict[str, Any] | None, seed: int | None):
+    async def run_episode(self, index: int, task: dict[str, Any] | None, seed: int | str | None):
+        """Episode `index` of the run (`seed`: its env seed, or a workflow's uid)."""
         if self._episodes is None:
             raise RuntimeError("run_episode before begin: the worker has no run open")
         return pack_images(await self._episodes.run(index, task, seed))
@@ -71,8 +70,9 @@ class EpisodeWorker:
         episodes, self._episodes = self._episodes, None
         if episodes is not None:
             await episodes.aclose()
-        if self._runner is not None:
-            await self._runner.engine.aclose()  # reconnects on the next run's first request
+        engine = getattr(self._runner, "engine", None)  # a workflow's sits in its factory
+        if engine is not None:
+            await engine.aclose()  # reconnects on the next run's first request
 
 
 def pack_images(episode: Episode) -> Episode:

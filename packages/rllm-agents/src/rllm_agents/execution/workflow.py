@@ -12,6 +12,11 @@ Multi-agent games over PettingZoo envs are workflows too
 ``last_metrics`` then adds per-seat, per-role and per-policy results and failures by kind
 (:func:`~rllm_agents.execution.seat_metrics.summarize_seats`). A workflow factory that holds
 resources across workflows (an env pool) is closed after each run through its ``aclose()``.
+
+``executor="ray"`` runs each task's workflow - all its attempts - on a Ray worker instead
+(:mod:`rllm_agents.execution.ray_executor`); the workflow factory travels to the workers, so
+the engine inside it must be one that pickles (``OpenAIEngine``), and a worker lost mid-task
+has the task run again elsewhere.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from rllm_agents.engines.base import SamplingParams
+from rllm_agents.execution.engine import resolve_executor
 from rllm_agents.execution.progress import RewardProgress
 from rllm_agents.execution.seat_metrics import summarize_seats
 from rllm_agents.metrics import summarize_episodes
@@ -101,6 +107,7 @@ class AgentWorkflowEngine:
         timeout: float | None = None,
         output_path: str | Path | None = None,
         progress: bool | None = None,
+        executor: str | Any = "inline",
     ) -> None:
         if n_parallel < 1 or retry_limit < 0:
             raise ValueError("n_parallel must be at least 1 and retry_limit at least 0")
@@ -110,6 +117,7 @@ class AgentWorkflowEngine:
         self.timeout = timeout
         self.output_path = Path(output_path) if output_path else None
         self.progress = progress
+        self.executor = resolve_executor(executor)
         self.last_metrics: dict[str, Any] = {}
 
     async def execute_tasks(
@@ -119,15 +127,14 @@ class AgentWorkflowEngine:
         ids = task_ids or [
             str(task.get("task_id", task.get("id", i))) for i, task in enumerate(tasks)
         ]
-        gate = asyncio.Semaphore(self.n_parallel)
+        source = await self.executor.open(self, min(self.n_parallel, len(tasks)))
         sink = self.output_path.open("w", encoding="utf-8") if self.output_path else None
         started = time.perf_counter()
         try:
             with RewardProgress(len(tasks), "workflows", self.progress) as progress:
 
                 async def one(index: int, task: dict[str, Any]) -> Episode:
-                    async with gate:
-                        episode = await self._with_retries(task, f"{ids[index]}:{index}")
+                    episode = await source.run(index, task, f"{ids[index]}:{index}")
                     episode.info.setdefault("task_key", ids[index])
                     if sink is not None:
                         sink.write(episode.to_json() + "\n")
@@ -139,19 +146,28 @@ class AgentWorkflowEngine:
         finally:
             if sink is not None:
                 sink.close()
-            close = getattr(self.workflow_factory, "aclose", None)
-            if close is not None:
-                await close()
+            await source.aclose()
         wall = time.perf_counter() - started
         self.last_metrics = summarize_episodes(episodes)
         self.last_metrics["wall_time"] = wall
         self.last_metrics["retries"] = sum(e.metrics["attempts"] - 1 for e in episodes)
         if any("seating" in episode.info for episode in episodes):
             self.last_metrics.update(summarize_seats(episodes))
+        self.last_metrics.update(source.metrics)
         return episodes
 
     def run(self, tasks: list[dict[str, Any]]) -> list[Episode]:
         return asyncio.run(self.execute_tasks(tasks))
+
+    def local_episodes(self, count: int) -> LocalWorkflows:
+        """Workflows in this process, `count` at once (what executors run them with)."""
+        return LocalWorkflows(self, count)
+
+    def close(self) -> None:
+        """Release what the executor holds between runs (a Ray executor's workers)."""
+        close = getattr(self.executor, "close", None)
+        if close is not None:
+            close()
 
     async def _with_retries(self, task: dict[str, Any], uid: str) -> Episode:
         errors: list[str] = []
@@ -178,6 +194,28 @@ class AgentWorkflowEngine:
         if errors:
             episode.info["attempt_errors"] = errors
         return episode
+
+
+class LocalWorkflows:
+    """Tasks' workflows, with their retries, `count` at once in this process.
+
+    The inline executor's run, and a Ray worker's; closing it closes the workflow factory's
+    shared resources (an env pool) when it has any.
+    """
+
+    def __init__(self, runner: AgentWorkflowEngine, count: int) -> None:
+        self._runner = runner
+        self._gate = asyncio.Semaphore(max(count, 1))
+        self.metrics: dict[str, Any] = {}
+
+    async def run(self, index: int, task: dict[str, Any], uid: str) -> Episode:
+        async with self._gate:
+            return await self._runner._with_retries(task, uid)
+
+    async def aclose(self) -> None:
+        close = getattr(self._runner.workflow_factory, "aclose", None)
+        if close is not None:
+            await close()
 
 
 _RETRIED = (TerminationReason.ERROR, TerminationReason.TIMEOUT)
