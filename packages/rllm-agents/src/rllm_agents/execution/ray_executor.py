@@ -236,6 +236,9 @@ class RayExecutor:
                 f"a Ray worker needing {self._pool_needs} did not start within "
                 f"{self.start_timeout_s:.0f}s (is the cluster full?)"
             ) from None
+        except asyncio.CancelledError:
+            kill_quietly(handle)  # else it would wait for room in the cluster, forever
+            raise
         except Exception as error:  # noqa: BLE001 - the worker's own set-up failed: say why
             kill_quietly(handle)
             raise WorkerStartError(f"a Ray worker failed to start: {error}") from error
