@@ -27,6 +27,7 @@ ENV_ENTRIES: tuple[EnvEntry, ...] = (
     EnvEntry("rllm/Code-v0", "rllm_envs.code:CodeEnv", extra="code"),
     EnvEntry("rllm/MCP-v0", "rllm_envs.mcp:MCPEnv", extra="mcp"),
     EnvEntry("rllm/Web-v0", "rllm_envs.web:WebEnv", extra="web"),
+    EnvEntry("rllm/SWE-v0", "rllm_envs.swe:SWEEnv", extra="swe"),
     EnvEntry("rllm/Arithmetic-v0", "rllm_envs.arithmetic:ArithmeticEnv"),
 )
 

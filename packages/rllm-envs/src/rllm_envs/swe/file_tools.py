@@ -114,7 +114,7 @@ def create(workdir, arguments):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", encoding="utf-8") as handle:
         handle.write(content)
-    return f"Created {shown(workdir, path)} ({content.count(chr(10)) + bool(content)} lines)."
+    return f"Created {shown(workdir, path)} ({len(content.splitlines())} lines)."
 
 
 def search(workdir, arguments):

@@ -132,6 +132,15 @@ def take_agent_patch(workspace: Workspace, task: SWETask, base_commit: str) -> A
     return AgentPatch(base64.b64decode(reply.get("patch", "")).decode("utf-8", "replace"), dropped)
 
 
+def patch_paths(patch: str) -> list[str]:
+    """The files a git-format diff changes (its ``diff --git a/X b/X`` headers)."""
+    paths = []
+    for line in patch.splitlines():
+        if line.startswith("diff --git a/"):
+            paths.append(line[len("diff --git a/") :].rsplit(" b/", 1)[0])
+    return paths
+
+
 def _error_text(error: Any) -> str:
     if isinstance(error, dict):
         return f"{error.get('step')}: {error.get('message', '')}".strip()
