@@ -183,9 +183,7 @@ class AgentExecutionEngine:
 
     def close(self) -> None:
         """Release what the executor holds between runs (a Ray executor's workers)."""
-        close = getattr(self.executor, "close", None)
-        if close is not None:
-            close()
+        self.executor.close()
 
     # ---- the run ----------------------------------------------------------------------------
     async def _execute(self, jobs: list[tuple[dict[str, Any] | None, int | None]]) -> list[Episode]:
@@ -440,10 +438,18 @@ class LocalEpisodes:
 
 
 class InlineExecutor:
-    """Episodes in this process, `count` at once (the default executor, of either engine)."""
+    """Episodes in this process, `count` at once (the default executor, of either engine).
+
+    An executor opens a run with ``await open(runner, count)``, which returns what runs its
+    episodes (``run``, ``aclose``, ``metrics``), and ``close()`` releases what it keeps between
+    runs.
+    """
 
     async def open(self, runner: Any, count: int) -> Any:
         return runner.local_episodes(count)
+
+    def close(self) -> None:
+        """Nothing outlives a run here."""
 
 
 # Executors by name; an executor object (e.g. a configured RayExecutor) may be passed instead.

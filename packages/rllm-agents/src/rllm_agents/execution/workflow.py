@@ -165,9 +165,7 @@ class AgentWorkflowEngine:
 
     def close(self) -> None:
         """Release what the executor holds between runs (a Ray executor's workers)."""
-        close = getattr(self.executor, "close", None)
-        if close is not None:
-            close()
+        self.executor.close()
 
     async def _with_retries(self, task: dict[str, Any], uid: str) -> Episode:
         errors: list[str] = []

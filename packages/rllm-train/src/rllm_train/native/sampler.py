@@ -122,9 +122,7 @@ class ExecutionSampler:
         )
 
     def close(self) -> None:
-        close_executor = getattr(self.executor, "close", None)
-        if close_executor is not None:
-            close_executor()  # the Ray workers' envs, then the workers
+        self.executor.close()  # Ray workers: their envs, then the workers
         self.engine.close()
 
 
