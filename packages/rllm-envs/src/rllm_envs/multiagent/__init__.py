@@ -13,15 +13,15 @@ and ``parallel_seed_test`` (and ``max_cycles_test`` where random play can last
         observation, reward, terminated, truncated, info = env.last()
         env.step(None if terminated or truncated else info["legal_moves"][0])
 
-=================  ===============================================  ==========================
-module             what                                             form, extra
-=================  ===============================================  ==========================
-``tictactoe_v0``   tic-tac-toe, zero-sum                            turn-based
-``kuhn_poker_v0``  Kuhn poker, zero-sum, seeded deal                turn-based
-``referential_v0`` speaker describes a target, listener picks it    phased, cooperative
-``solver_judge_v0`` solvers answer a math task, a judge picks one   phased; ``math``
-``classic_v0``     PettingZoo's classic games (chess, ...) as text  turn-based; ``multiagent``
-=================  ===============================================  ==========================
+===================  ==============================================  ==========================
+module               what                                            form, extra
+===================  ==============================================  ==========================
+``tictactoe_v0``     tic-tac-toe, zero-sum                           turn-based
+``kuhn_poker_v0``    Kuhn poker, zero-sum, seeded deal               turn-based
+``referential_v0``   a speaker describes a target, a listener picks  phased, cooperative
+``solver_judge_v0``  solvers answer a math task, a judge picks one   phased; ``math``
+``classic_v0``       PettingZoo's classic games (chess, ...)         turn-based; ``multiagent``
+===================  ==============================================  ==========================
 
 What every env here shares (each env's package docstring is its contract card):
 
