@@ -81,7 +81,9 @@ class TurnTextEnv(AECEnv):
     metadata: ClassVar[dict[str, Any]] = {
         "render_modes": ["ansi"],
         "name": "turn_text",
-        "is_parallelizable": True,
+        # Not by aec_to_parallel, which assumes every agent acts each cycle: the parallel form
+        # is turn_based_aec_to_parallel (make_versions).
+        "is_parallelizable": False,
         "render_fps": 1,
         "rllm.inline_safe": True,
     }
