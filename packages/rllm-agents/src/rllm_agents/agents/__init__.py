@@ -6,6 +6,7 @@ from rllm_agents.agents.frozenlake_agent import FrozenLakeAgent
 from rllm_agents.agents.math_agent import MathAgent
 from rllm_agents.agents.opponents import OPPONENTS, scripted_move
 from rllm_agents.agents.registry import AGENTS, agent_for_env
+from rllm_agents.agents.swe_agent import SWEAgent, SWEBashAgent
 from rllm_agents.agents.text_agent import TextAgent, drop_thinking
 from rllm_agents.agents.web_agent import WebAgent
 
@@ -15,6 +16,8 @@ __all__ = [
     "FrozenLakeAgent",
     "MathAgent",
     "OPPONENTS",
+    "SWEAgent",
+    "SWEBashAgent",
     "TextAgent",
     "WebAgent",
     "agent_for_env",

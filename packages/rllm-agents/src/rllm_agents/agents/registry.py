@@ -14,6 +14,7 @@ AGENTS: dict[str, str] = {
     "rllm/GymText-v0": "rllm_agents.agents.text_agent:TextAgent",
     "rllm/MCP-v0": "rllm_agents.agents.tool_agent:ToolAgent",
     "rllm/Web-v0": "rllm_agents.agents.web_agent:WebAgent",
+    "rllm/SWE-v0": "rllm_agents.agents.swe_agent:SWEAgent",
 }
 
 

@@ -1,0 +1,140 @@
+"""SWEAgent and SWEBashAgent on rllm/SWE-v0 under the AgentExecutionEngine: scripted models
+that write the gold fix (as structured tool calls, ``<tool_call>`` text, or bash blocks) resolve
+the task; the real tiny model runs token-level episodes that the env grades at its turn limit."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import gymnasium as gym
+import pytest
+import rllm_envs  # noqa: F401 - registers the rllm/* ids
+from rllm_agents.agents import SWEAgent, SWEBashAgent, agent_for_env
+from rllm_agents.engines.base import ModelOutput, SamplingParams
+from rllm_agents.execution import AgentExecutionEngine
+from rllm_agents.types import TerminationReason
+
+from tests.envs.swe_support import FAST_POLICY, require_images, shipped_rows
+
+pytestmark = pytest.mark.slow
+
+
+class GoldFixingEngine:
+    """A rollout engine that plays the gold patch of whichever task the prompt states: write
+    it to a file, apply it, submit. `style` is how the calls are written."""
+
+    def __init__(self, rows: list[dict[str, Any]], style: str) -> None:
+        self.patches = {row["problem_statement"].strip(): row["patch"] for row in rows}
+        self.style = style
+        self.seen_tools: list[Any] = []
+
+    def _calls(self, patch: str) -> list[tuple[str, dict[str, Any]]]:
+        return [
+            ("create", {"path": "/tmp/fix.patch", "content": patch}),
+            ("bash", {"command": "git apply /tmp/fix.patch && git diff --stat"}),
+            ("submit", {}),
+        ]
+
+    async def generate(self, messages=None, *, prompt_ids=None, sampling=None, tools=None):
+        self.seen_tools.append(tools)
+        statement = next(m["content"] for m in messages if m["role"] == "user")
+        patch = next(p for text, p in self.patches.items() if text in statement)
+        turn = sum(message["role"] == "assistant" for message in messages)
+        name, arguments = self._calls(patch)[turn]
+        if self.style == "structured":
+            call = {
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(arguments)},
+            }
+            return ModelOutput(text="", finish_reason="tool_calls", tool_calls=[call])
+        if self.style == "text":
+            return ModelOutput(
+                text=f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
+            )
+        commands = {
+            "create": f"cat > /tmp/fix.patch <<'RLLM_EOF'\n{patch}RLLM_EOF",
+            "bash": arguments.get("command", ""),
+            "submit": "submit",
+        }
+        return ModelOutput(text=f"Next step.\n```bash\n{commands[name]}\n```")
+
+    async def aclose(self) -> None:
+        return None
+
+
+@pytest.fixture(scope="module")
+def rows():
+    toolz = [row for row in shipped_rows("train") if row["repo"] == "toolz"][:2]
+    require_images({row["image_name"] for row in toolz})
+    return toolz
+
+
+def run_episodes(agent_factory, engine, rows, **kwargs):
+    runner = AgentExecutionEngine(
+        agent_factory,
+        lambda: gym.make("rllm/SWE-v0", tasks=rows, policy=FAST_POLICY, max_turns=6),
+        engine,
+        n_parallel=2,
+        max_turns=6,
+        sampling=SamplingParams(max_tokens=64),
+        progress=False,
+        **kwargs,
+    )
+    return runner.run(tasks=rows)
+
+
+@pytest.mark.parametrize("style", ["structured", "text"])
+def test_swe_agent_fixes_the_bug_with_tool_calls(rows, style):
+    engine = GoldFixingEngine(rows, style)
+    episodes = run_episodes(SWEAgent, engine, rows)
+    assert [episode.task["instance_id"] for episode in episodes] == [r["instance_id"] for r in rows]
+    for episode in episodes:
+        assert episode.termination_reason == TerminationReason.ENV_DONE
+        trajectory = episode.trajectories[0]
+        assert trajectory.reward == 1.0 and len(trajectory.steps) == 3
+        last = trajectory.steps[-1]
+        assert last.info["is_correct"] and last.info["ended_by"] == "submit"
+        roles = [message["role"] for message in last.chat_completions]
+        assert roles[:2] == ["system", "user"] and "tool" in roles
+    # The env's tool schemas reached the model through the agent (native tool calling).
+    names = {tool["function"]["name"] for tool in engine.seen_tools[0]}
+    assert names == {"bash", "view", "str_replace", "create", "search", "submit"}
+
+
+def test_bash_only_agent_fixes_the_bug_with_one_command_per_reply(rows):
+    engine = GoldFixingEngine(rows, "bash")
+    episodes = run_episodes(SWEBashAgent, engine, rows)
+    for episode in episodes:
+        trajectory = episode.trajectories[0]
+        assert trajectory.reward == 1.0, trajectory.steps[-1].info.get("reason")
+        first_prompt = trajectory.steps[0].chat_completions
+        assert "```bash" in first_prompt[0]["content"]
+        assert "JSON schemas" not in first_prompt[1]["content"]
+    assert engine.seen_tools == [None] * len(engine.seen_tools)
+
+
+def test_the_registry_gives_the_swe_agent():
+    assert agent_for_env("rllm/SWE-v0") is SWEAgent
+
+
+def test_real_model_episodes_are_graded_at_the_env_turn_limit(rows, tiny_engine):
+    runner = AgentExecutionEngine(
+        SWEAgent,
+        lambda: gym.make("rllm/SWE-v0", tasks=rows[:1], policy=FAST_POLICY, max_turns=2),
+        tiny_engine,
+        tokenizer=tiny_engine.tokenizer,
+        n_parallel=1,
+        max_turns=2,
+        sampling=SamplingParams(temperature=1.0, max_tokens=16),
+        progress=False,
+    )
+    (episode,) = runner.run(tasks=rows[:1])
+    assert episode.termination_reason in {
+        TerminationReason.ENV_TRUNCATED,
+        TerminationReason.ENV_DONE,
+    }
+    trajectory = episode.trajectories[0]
+    assert trajectory.reward == 0.0 and trajectory.steps[-1].info["is_correct"] is False
+    assert trajectory.info["prefix_consistent"]
+    assert len(trajectory.response_ids) == len(trajectory.response_mask) > 0
