@@ -138,3 +138,34 @@ def test_real_model_episodes_are_graded_at_the_env_turn_limit(rows, tiny_engine)
     assert trajectory.reward == 0.0 and trajectory.steps[-1].info["is_correct"] is False
     assert trajectory.info["prefix_consistent"]
     assert len(trajectory.response_ids) == len(trajectory.response_mask) > 0
+
+
+def test_rllm_eval_reports_pass_at_k_on_swe(tmp_path):
+    # An OpenAI-compatible server whose "model" writes the gold fix as <tool_call> text.
+    from rllm_agents.cli.eval import main
+    from rllm_agents.testing.fault_server import FaultServer
+
+    first_rows = shipped_rows("train")[:2]  # what --num-tasks 2 takes
+    require_images({row["image_name"] for row in first_rows})
+    scripted = GoldFixingEngine(first_rows, "text")
+
+    def completion(body: dict[str, Any]) -> str:
+        messages = body["messages"]
+        statement = next(m["content"] for m in messages if m["role"] == "user")
+        patch = next(p for text, p in scripted.patches.items() if text in statement)
+        turn = sum(message["role"] == "assistant" for message in messages)
+        name, arguments = scripted._calls(patch)[turn]
+        return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
+
+    output = tmp_path / "run"
+    kwargs = json.dumps({"max_turns": 6, "policy": FAST_POLICY})
+    with FaultServer(completion=completion) as server:
+        argv = ["--env", "rllm/SWE-v0", "--base-url", server.base_url, "--model", "canned"]
+        argv += ["--n", "2", "--num-tasks", "2", "--split", "train", "--max-turns", "6"]
+        argv += ["--env-kwargs", kwargs, "--parallel", "4", "--output", str(output)]
+        argv += ["--no-progress"]
+        assert main(argv) == 0
+    summary = json.loads((output / "summary.json").read_text())
+    assert summary["episodes"] == 4 and summary["tasks"] == 2
+    assert summary["pass@1"] == 1.0 and summary["pass@2"] == 1.0
+    assert summary["mean_reward"] == 1.0
