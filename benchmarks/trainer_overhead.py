@@ -93,6 +93,7 @@ class StepReport:
     update_cosine: float
     before_s: float | None = None
     before_generate_s: float | None = None
+    before_forward_backward_s: float | None = None
     before_tokens: int | None = None
     ratio_to_before: float | None = None
     ours_replays_s: tuple[float, ...] = ()  # every replay, to see how noisy the machine was
@@ -324,6 +325,7 @@ def run_step(trainer: NativeTrainer, step: int, repeats: int, before=None) -> St
         before_fields = {
             "before_s": before_s,
             "before_generate_s": old_row["time/generate_s"],
+            "before_forward_backward_s": old_row.get("time/forward_backward_s", 0.0),
             "before_tokens": before_tokens,
             "ratio_to_before": ours_s / before_s,
             "before_replays_s": tuple(run[0] for run in before_runs),
@@ -377,7 +379,7 @@ def summary(reports: list[StepReport], model: str, optimizer: torch.optim.Optimi
 
 TABLE_HEADER = (
     f"{'step':>4} | {'ours s':>7} {'gen':>6} {'fwd/bwd':>7} {'optim':>6} {'tok':>4} | "
-    f"{'before s':>8} {'gen':>6} {'tok':>4} | "
+    f"{'before s':>8} {'gen':>6} {'fwd/bwd':>7} {'tok':>4} | "
     f"{'minimal s':>9} {'gen':>6} {'fwd/bwd':>7} {'optim':>6} | "
     f"{'ours/before':>11} {'ours/minimal':>12} {'cpu':>5}  cos"
 )
@@ -401,6 +403,7 @@ def table_row(r: StepReport, warm_up: bool) -> str:
         f"{r.step:>4} | {r.ours_s:7.2f} {r.ours_generate_s:6.2f} "
         f"{r.ours_forward_backward_s:7.2f} {r.ours_optimizer_s:6.2f} {r.ours_tokens:4d} | "
         f"{_seconds(r.before_s, 8)} {_seconds(r.before_generate_s, 6)} "
+        f"{_seconds(r.before_forward_backward_s, 7)} "
         f"{r.before_tokens if r.before_tokens is not None else '-':>4} | "
         f"{r.minimal_s:9.2f} {r.minimal_generate_s:6.2f} "
         f"{r.minimal_forward_backward_s:7.2f} {r.minimal_optimizer_s:6.2f} | "

@@ -2,13 +2,15 @@
 
 Env steps that take random time make requests reach the local engine in a different order on
 every run. With lockstep dispatch each round still runs as the same batch, so tokens *and*
-log-probs repeat exactly; with async dispatch the per-request seeds still give the same tokens
-(only the floating-point noise of differently composed batches remains in the log-probs).
+log-probs repeat exactly. (With async dispatch batches form as requests arrive; the per-request
+seeds keep the draws, but the floating-point noise of differently composed batches can tip a
+draw across a token boundary - on a GPU it does, within one rollout of the tiny model.)
 """
 
 from __future__ import annotations
 
 import random
+import threading
 import time
 
 import gymnasium as gym
@@ -28,13 +30,22 @@ SEEDS = [3, 3, 5, 5, 7, 7, 9, 9]
 
 
 class Jittery(gym.Wrapper):
-    """The env with steps of random duration, on a worker thread (not inline-safe)."""
+    """The env with steps of random duration, on a worker thread (not inline-safe).
+
+    With `hang_on_seed`, the episodes of that seed hang in their step until `released` is set.
+    """
 
     metadata = {"render_modes": []}
 
-    def __init__(self, env: gym.Env, hang_on_seed: int | None = None) -> None:
+    def __init__(
+        self,
+        env: gym.Env,
+        hang_on_seed: int | None = None,
+        released: threading.Event | None = None,
+    ) -> None:
         super().__init__(env)
         self.hang_on_seed = hang_on_seed
+        self.released = released
         self.seed = None
 
     def reset(self, *, seed=None, options=None):
@@ -42,7 +53,9 @@ class Jittery(gym.Wrapper):
         return self.env.reset(seed=seed, options=options)
 
     def step(self, action):
-        time.sleep(5.0 if self.seed == self.hang_on_seed else random.random() * 0.02)
+        if self.seed == self.hang_on_seed and self.released is not None:
+            self.released.wait()
+        time.sleep(random.random() * 0.02)
         return self.env.step(action)
 
 
@@ -56,13 +69,13 @@ def engine(tiny_model):
     engine.close()
 
 
-def rollout(engine, dispatch: str, hang_on_seed: int | None = None, timeout=None):
+def rollout(engine, dispatch: str, hang_on_seed=None, released=None, timeout=None, turns=3):
     executor = AgentExecutionEngine(
         agent_for_env(ENV_ID),
-        lambda: Jittery(gym.make(ENV_ID), hang_on_seed),
+        lambda: Jittery(gym.make(ENV_ID), hang_on_seed, released),
         engine,
         tokenizer=engine.tokenizer,
-        max_turns=3,
+        max_turns=turns,
         sampling=SamplingParams(temperature=1.0, max_tokens=6),
         seed=None,
         progress=False,
@@ -86,15 +99,22 @@ def test_lockstep_rounds_repeat_bit_for_bit(engine):
     assert first == second
     # Episodes of the same task sample differently: each request has its own seed.
     assert first[0][1] != first[1][1]
-    # Async dispatch: other batches, the same draws, so the same tokens.
-    asynchronous = tokens_and_logprobs(rollout(engine, "async"))
-    assert [row[:3] for row in asynchronous] == [row[:3] for row in first]
 
 
 def test_a_stuck_episode_times_out_without_holding_the_round(engine):
-    started = time.monotonic()
-    episodes = rollout(engine, "lockstep", hang_on_seed=5, timeout=1.5)
-    assert time.monotonic() - started < 10
+    """The others wait for the stuck episodes' round, but that wait is not their own time.
+
+    Their own time (two rounds of the model, two env steps) stays far below the timeout even
+    on a loaded machine; the stuck episodes are released only after the run.
+    """
+    rollout(engine, "lockstep", turns=1)  # the engine's first batch pays its warm-up here
+    released = threading.Event()
+    try:
+        episodes = rollout(
+            engine, "lockstep", hang_on_seed=5, released=released, timeout=10, turns=2
+        )
+    finally:
+        released.set()
     reasons = [episode.termination_reason for episode in episodes]
     assert reasons[2:4] == [TerminationReason.TIMEOUT] * 2
     finished = [reason for i, reason in enumerate(reasons) if i not in (2, 3)]

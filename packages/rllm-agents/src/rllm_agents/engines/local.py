@@ -151,6 +151,7 @@ class LocalEngine:
         self._swap = threading.Condition()
         self._pending_swaps = 0
         self._decoding = False
+        self._busy_since = 0.0
         self._worker: threading.Thread | None = None
         self._closed = False
 
@@ -307,7 +308,7 @@ class LocalEngine:
             stop = self._collect(waiting, idle=batch is None)
             if stop:
                 break
-            started = time.perf_counter()
+            self._busy_since = time.perf_counter()
             try:
                 batch = self._admit(batch, waiting)
                 batch = self._retire(batch)
@@ -319,7 +320,7 @@ class LocalEngine:
                 for row in batch.rows if batch is not None else []:
                     _resolve(row.request, exception=error)
                 batch = None
-            self.stats.busy_seconds += time.perf_counter() - started
+            self._count_busy_time()
             if batch is None:
                 self._set_decoding(False)
         # Closing ends everything in flight with a clear error instead of a hang.
@@ -438,10 +439,18 @@ class LocalEngine:
             self.stats.generated_tokens += len(live)
         batch.pending = torch.tensor(pending, dtype=torch.long, device=self.device)
 
+    def _count_busy_time(self) -> None:
+        now = time.perf_counter()
+        self.stats.busy_seconds += now - self._busy_since
+        self._busy_since = now
+
     def _retire(self, batch: RunningBatch | None) -> RunningBatch | None:
         """Answer finished rows, drop them and cancelled ones; None when no row is left."""
         if batch is None:
             return None
+        # Counted before any answer leaves, so a caller that reads the stats on its answer
+        # finds the time that produced it.
+        self._count_busy_time()
         keep = []
         for i, row in enumerate(batch.rows):
             if row.request.abandoned and row.finish_reason is None:

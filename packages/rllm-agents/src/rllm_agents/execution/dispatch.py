@@ -19,8 +19,11 @@ Two scheduling modes for :class:`~rllm_agents.execution.AgentExecutionEngine` (`
 
 What a request samples is fixed separately: with a ``sampling_seed``, the execution engine
 gives each request its own seed from (sampling seed, episode index, turn) via
-:func:`request_seed`, so the draws of an episode do not depend on which other requests share
-its batch or in which order they arrived.
+:func:`request_seed`, so the random draws of an episode do not depend on which other requests
+share its batch or in which order they arrived. The tokens drawn still can: a batch of another
+shape adds floating-point noise to the logits that may tip a draw across a token boundary
+(measured on an H100: two async rollouts of the same episodes differed in tokens). Only
+lockstep rounds make the whole rollout repeat.
 """
 
 from __future__ import annotations
