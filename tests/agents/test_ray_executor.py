@@ -203,14 +203,7 @@ def test_a_thousand_lightweight_envs_run_to_completion(cluster, spec, agent, rep
 
 
 def test_code_episodes_run_on_the_node_with_docker(cluster):
-    docker = pytest.importorskip("docker")
-    try:
-        client = docker.from_env()
-        client.ping()
-        available = True
-    except Exception:  # noqa: BLE001
-        available = False
-    require_part(available, "dockerd is not running (bash scripts/services.sh)")
+    client = docker_client()
     _, nodes = cluster
     solution = "```python\ndef noop():\n    return None\n```"
     spec = EnvSpec("rllm/Code-v0", {"backend": "docker", "tasks": "shipped:humaneval"})
@@ -225,17 +218,74 @@ def test_code_episodes_run_on_the_node_with_docker(cluster):
             engine.close()
     assert {worker["node_id"] for worker in workers} == {nodes["docker"].node_id}
     for episode in episodes:
-        assert episode.termination_reason == TerminationReason.ENV_DONE, episode.error
-        info = episode.trajectories[0].steps[-1].info
+        info = episode.trajectories[0].steps[-1].info if episode.trajectories[0].steps else {}
+        ending = (episode.termination_reason, episode.failure, episode.error, info)
+        assert episode.termination_reason == TerminationReason.ENV_DONE, ending
         assert info["tests_total"] > 0 and info["is_correct"] is False
     # The workers' containers went with their envs.
-    owners = {f"{worker_host()}:{worker['pid']}" for worker in workers}
-    leftovers = [
-        c
-        for c in client.containers.list(all=True, filters={"label": "rllm.sandbox=1"})
-        if c.labels.get("rllm.sandbox.owner") in owners
+    assert containers_of(client, {f"{worker_host()}:{w['pid']}" for w in workers}) == []
+
+
+def test_a_killed_workers_containers_are_swept_by_the_next_sandbox_on_its_host(cluster):
+    client = docker_client()
+    # Two tries per task and a slow model: the first try's container is alive while the worker
+    # waits for its second answer, which is when the worker is killed.
+    spec = EnvSpec(
+        "rllm/Code-v0", {"backend": "docker", "tasks": "shipped:humaneval", "max_turns": 2}
+    )
+    wrong = "```python\ndef noop():\n    return None\n```"
+    executor = RayExecutor(workers=2)  # both on the "docker" node, one env each
+    with FaultServer(completion=wrong, latency_s=1.0) as server:
+        engine = scripted_engine(server, executor, TextAgent, spec, n_parallel=2, max_turns=2)
+        killed: list[int] = []
+
+        def kill_a_worker_holding_a_container() -> None:
+            worker = executor.pool[0]
+            pid = ray.get(worker.handle.where.remote())["pid"]
+            owner = f"{worker_host()}:{pid}"
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not containers_of(client, {owner}):
+                time.sleep(0.05)
+            if containers_of(client, {owner}):
+                killed.append(pid)
+                ray.kill(worker.handle)
+
+        engine.run(seeds=[0, 1])  # workers up and their envs made
+        killer = threading.Thread(target=kill_a_worker_holding_a_container, daemon=True)
+        killer.start()
+        try:
+            episodes = engine.run(seeds=list(range(8)))
+            killer.join(timeout=60)
+            orphaned = containers_of(client, {f"{worker_host()}:{pid}" for pid in killed})
+        finally:
+            engine.close()
+    assert killed and not killer.is_alive()
+    assert len(episodes) == 8 and engine.last_metrics["ray_workers_lost"] == 1
+    assert {e.termination_reason for e in episodes} == {TerminationReason.ENV_DONE}
+    # The replacement worker's new envs swept the dead worker's containers away.
+    assert orphaned == []
+
+
+def docker_client():
+    docker = pytest.importorskip("docker")
+    try:
+        client = docker.from_env()
+        client.ping()
+    except Exception:  # noqa: BLE001 - any failure means no engine to talk to
+        client = None
+    require_part(client is not None, "dockerd is not running (bash scripts/services.sh)")
+    return client
+
+
+def containers_of(client, owners: set[str]) -> list:
+    """The labelled sandbox containers whose owner tag ("host:pid") is one of `owners`."""
+    # The low-level listing: it reads the labels without inspecting each container, which
+    # other runs on this engine may be removing meanwhile.
+    return [
+        container["Id"]
+        for container in client.api.containers(all=True, filters={"label": "rllm.sandbox=1"})
+        if (container.get("Labels") or {}).get("rllm.sandbox.owner") in owners
     ]
-    assert leftovers == []
 
 
 def worker_host() -> str:
