@@ -294,6 +294,14 @@ def test_successive_event_loops_and_uvloop(caplog):
     assert not [r for r in caplog.records if "Unclosed" in r.getMessage()]
 
 
+def test_uvloop_is_opt_in(monkeypatch):
+    monkeypatch.delenv(event_loop.UVLOOP_SWITCH, raising=False)
+    assert event_loop.uvloop_wanted() is False
+    monkeypatch.setenv(event_loop.UVLOOP_SWITCH, "1")
+    assert event_loop.uvloop_wanted() is True
+    assert event_loop.uvloop_wanted(use_uvloop=False) is False
+
+
 # ---- the model listing ------------------------------------------------------------------------
 
 
