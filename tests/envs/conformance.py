@@ -14,6 +14,9 @@ from tests.parts import require_part
 FAST_KWARGS: dict[str, dict[str, Any]] = {
     # Random text rarely parses as a web action: long episodes mean few (costly) resets.
     "rllm/Web-v0": {"max_turns": 200},
+    # Random text is never a tool call: long episodes keep the (graded, seconds-long) episode
+    # ends to a handful in 2,000 fuzz actions.
+    "rllm/SWE-v0": {"max_turns": 500},
 }
 
 ALL_IDS = tuple(ENV_IDS)

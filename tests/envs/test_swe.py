@@ -10,9 +10,9 @@ import json
 
 import pytest
 from rllm_envs.swe.actions import MAX_CALLS_PER_TURN, TOOL_SCHEMAS, parse_swe_action
-from rllm_envs.swe.build.mutations import OPERATORS, Mutation, file_diff, module_mutations
-from rllm_envs.swe.build.projects import PROJECTS
-from rllm_envs.swe.build.statements import Failure, subject_of, write_statement
+from rllm_envs.swe.builder.mutations import OPERATORS, Mutation, file_diff, module_mutations
+from rllm_envs.swe.builder.projects import PROJECTS
+from rllm_envs.swe.builder.statements import Failure, subject_of, write_statement
 from rllm_envs.swe.env import clip_middle
 from rllm_envs.swe.grading import is_protected_path, judge, patch_paths
 from rllm_envs.swe.tasks import (
@@ -111,14 +111,17 @@ JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="py
   <failure message="contains 1 failed subtest"/></testcase>
 <testcase classname="tests.test_b" name="test_skip" file="tests/test_b.py" line="12">
   <skipped message="no"/></testcase>
+<testcase classname="tests.test_d.LRUTest" name="test_inherited" file="tests/__init__.py"/>
 <testcase classname="" name="tests.test_c" file="tests/test_c.py">
   <error message="collection failure"/></testcase>
 </testsuite></testsuites>"""
 
 
 def test_junit_reports_give_pytest_node_ids_and_the_worst_outcome():
-    outcomes = parse_junit(JUNIT)
+    # A test inherited from a base class in tests/__init__.py: its node id is the file it ran in.
+    outcomes = parse_junit(JUNIT, ["tests/test_a.py", "tests/test_d.py"])
     assert {test: outcome.status for test, outcome in outcomes.items()} == {
+        "tests/test_d.py::LRUTest::test_inherited": "passed",
         "tests/test_a.py::test_add": "passed",
         "tests/test_a.py::test_sub": "failed",
         "tests/test_b.py::K::test_c[1-2]": "failed",

@@ -12,7 +12,7 @@ import gymnasium as gym
 import pytest
 import rllm_envs  # noqa: F401  (registers the ids)
 from rllm_envs.core.dataset_registry import DatasetRegistry
-from rllm_envs.swe.build.mutations import file_diff
+from rllm_envs.swe.builder.mutations import file_diff
 from rllm_envs.swe.integrity import bash, play
 from rllm_envs.swe.tasks import swebench_image_name
 

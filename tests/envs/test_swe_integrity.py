@@ -31,7 +31,7 @@ from tests.envs.swe_support import FAST_POLICY, require_images, sample_rows
 pytestmark = pytest.mark.slow
 
 SAMPLE = sample_rows("test", per_project=2)
-CHEAT_CASES = [(name, SAMPLE[index % len(SAMPLE)]) for index, name in enumerate(CHEATS)]
+CHEAT_CASES = [(name, SAMPLE[index % len(SAMPLE)]) for index, name in enumerate(CHEATS) if SAMPLE]
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ Each episode is one task instance: a pinned open-source project in a Docker cont
 buggy state, and a bug report. The agent explores and edits the repository with tools; when it
 submits (or runs out of turns) its diff is tested in a fresh container against hidden tests.
 Shipped: 10 small pure-Python projects (sdists with their own test suites, pinned by sha256),
-with bugs injected procedurally and kept only when validated (``rllm_envs.swe.build``;
+with bugs injected procedurally and kept only when validated (``rllm_envs.swe.builder``;
 docs/envs/swe.md gives the counts). SWE-bench-format rows with their own images work too.
 
 ## Observation

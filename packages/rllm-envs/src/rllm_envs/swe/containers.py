@@ -45,7 +45,7 @@ from rllm_envs.sandbox.execution import (
     sandbox_env,
 )
 from rllm_envs.sandbox.policy import SandboxPolicy
-from rllm_envs.swe.build.images import OWNED_LABEL
+from rllm_envs.swe.builder.images import OWNED_LABEL
 from rllm_envs.swe.docker_client import docker_client
 
 SWE_LABEL = "rllm.swe"

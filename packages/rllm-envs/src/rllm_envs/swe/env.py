@@ -16,7 +16,7 @@ from rllm_envs.mcp.env import tool_response
 from rllm_envs.sandbox.execution import SCRATCH_DIR
 from rllm_envs.sandbox.policy import SandboxPolicy
 from rllm_envs.swe.actions import FORMAT_HELP, SUBMIT, TOOL_SCHEMAS, parse_swe_action
-from rllm_envs.swe.build.images import BASE_LABEL
+from rllm_envs.swe.builder.images import BASE_LABEL
 from rllm_envs.swe.containers import ContainerSettings, Workspace, WorkspacePool
 from rllm_envs.swe.grading import (
     GIT_IDENTITY,

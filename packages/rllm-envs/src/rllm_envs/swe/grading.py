@@ -214,7 +214,7 @@ def judge(task: SWETask, reply: dict[str, Any]) -> Grade:
     reason = ""
     if source:
         try:
-            outcomes = parser.read(source)
+            outcomes = parser.read(source, task.test_files)
         except ValueError as parse_error:
             reason = str(parse_error)
     else:

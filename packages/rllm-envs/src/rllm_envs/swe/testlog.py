@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ElementTree
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 PASSED, FAILED, ERROR, SKIPPED, MISSING = "passed", "failed", "error", "skipped", "missing"
@@ -29,17 +29,33 @@ def _merge(outcomes: dict[str, CaseOutcome], node_id: str, outcome: CaseOutcome)
         outcomes[node_id] = outcome
 
 
-def junit_node_id(file: str, classname: str, name: str) -> str:
-    """pytest's node id from a JUnit ``testcase`` written with ``junit_family=xunit1``."""
-    module = file.removesuffix(".py").replace("/", ".")
-    if classname.startswith(module + "."):
-        classes = classname[len(module) + 1 :].split(".")
-        return "::".join([file, *classes, name])
-    return f"{file}::{name}"
+def _dotted(file: str) -> str:
+    return file.removesuffix(".py").replace("/", ".")
 
 
-def parse_junit(text: str) -> dict[str, CaseOutcome]:
-    """Outcomes from a JUnit XML report (pytest ``--junitxml`` with ``junit_family=xunit1``)."""
+def junit_node_id(file: str, classname: str, name: str, files: Sequence[str] = ()) -> str:
+    """pytest's node id from a JUnit ``testcase`` written with ``junit_family=xunit1``.
+
+    ``classname`` is the node id's file, dotted, then its classes; ``file`` is where the test
+    function is *defined*, which for a test inherited from a base class in another module is
+    not the node id's file. So the file is the one of the run's test files (`files`) whose dotted
+    form starts ``classname``, else ``file``.
+    """
+    owners = [
+        f
+        for f in (file, *files)
+        if classname == _dotted(f) or classname.startswith(_dotted(f) + ".")
+    ]
+    if not owners:
+        return f"{file}::{name}"
+    owner = max(owners, key=len)  # the most specific module
+    classes = classname[len(_dotted(owner)) + 1 :]
+    return "::".join([owner, *(classes.split(".") if classes else []), name])
+
+
+def parse_junit(text: str, files: Sequence[str] = ()) -> dict[str, CaseOutcome]:
+    """Outcomes from a JUnit XML report (pytest ``--junitxml`` with ``junit_family=xunit1``);
+    `files` are the test files the run was given (see :func:`junit_node_id`)."""
     try:
         root = ElementTree.fromstring(text)
     except ElementTree.ParseError as error:
@@ -51,10 +67,10 @@ def parse_junit(text: str) -> dict[str, CaseOutcome]:
         classname = case.get("classname") or ""
         if not file:
             continue  # no file, no node id to match (a report of another family)
-        if not classname and name == file.removesuffix(".py").replace("/", "."):
+        if not classname and name == _dotted(file):
             node_id = file  # a collection error of the whole module
         else:
-            node_id = junit_node_id(file, classname, name)
+            node_id = junit_node_id(file, classname, name, files)
         status, message = PASSED, ""
         for child in case:
             kind = {"failure": FAILED, "error": ERROR, "skipped": SKIPPED}.get(child.tag)
@@ -79,7 +95,7 @@ _SUMMARY_STATUS = {
 }
 
 
-def parse_pytest_log(text: str) -> dict[str, CaseOutcome]:
+def parse_pytest_log(text: str, files: Sequence[str] = ()) -> dict[str, CaseOutcome]:
     """Outcomes from pytest's ``-rA`` short summary (what SWE-bench's log parser reads)."""
     outcomes: dict[str, CaseOutcome] = {}
     for match in _SUMMARY_LINE.finditer(text):
@@ -96,7 +112,7 @@ class LogParser:
     """How a test command reports: whether it writes a report file, and how to read it."""
 
     writes_report: bool
-    read: Callable[[str], dict[str, CaseOutcome]]
+    read: Callable[[str, Sequence[str]], dict[str, CaseOutcome]]  # (report, test files run)
     # Appended to a test command so that it writes the report at {report}.
     report_arguments: str = ""
 
