@@ -8,6 +8,7 @@ from __future__ import annotations
 import concurrent.futures
 import http.server
 import importlib.util
+import json
 import os
 import signal
 import subprocess
@@ -262,6 +263,90 @@ def test_no_chromium_process_outlives_close_an_error_or_a_killed_owner(ending):
             child.wait()
 
 
+REAPING_CHILD = textwrap.dedent(
+    """
+    import ctypes, json, os, time, gymnasium as gym
+    from rllm_envs.web import processes
+
+    # Stand in for a container whose PID 1 is the training script: every orphan of the
+    # browser that the env does not reap itself comes here and, never reaped, stays a zombie.
+    assert ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0  # CHILD_SUBREAPER
+
+    def descendants():
+        parents, names = {}, {}
+        for entry in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{entry}/stat") as handle:
+                    stat = handle.read()
+            except OSError:
+                continue
+            fields = stat.rsplit(")", 1)[-1].split()
+            parents[int(entry)] = int(fields[1])
+            names[int(entry)] = (fields[0], stat[stat.find("(") + 1 : stat.rfind(")")])
+        found, todo = [], [os.getpid()]
+        while todo:
+            parent = todo.pop()
+            for pid, ppid in parents.items():
+                if ppid == parent:
+                    found.append([pid, *names[pid]])
+                    todo.append(pid)
+        return found
+
+    def settled():
+        # Reaped within a few seconds, or never: a zombie handed to us is never reaped.
+        deadline = time.time() + 5
+        while time.time() < deadline:
+            left = [p for p in descendants() if p[1] == "Z" or p[2].startswith("chrom")]
+            if not left:
+                break
+            time.sleep(0.05)
+        return descendants()
+
+    task = {"family": "counter", "seed": 1}
+    env = gym.make("rllm/Web-v0")
+    observation, _ = env.reset(options={"task": task})
+    report = {"running": descendants()}
+    assert processes.kill_browsers(env.unwrapped.resources.host.marker) == 1
+    ref = observation.split('button "Add guest" [ref=')[1].split("]")[0]
+    report["failure"] = env.step(f"click({ref})")[4].get("failure")
+    report["after_kill"] = settled()
+    env.reset(options={"task": task})
+    report["relaunched"] = descendants()
+    env.close()
+    report["after_close"] = settled()
+    print(json.dumps(report))
+    """
+)
+
+
+def test_every_chromium_process_is_reaped_after_a_crash_and_after_close():
+    _web_ready()
+    result = subprocess.run(
+        [sys.executable, "-c", REAPING_CHILD],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=REPO,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.splitlines()[-1])
+
+    def chromium(stage):
+        return [p for p in report[stage] if p[2].startswith("chrom")]
+
+    def zombies(stage):
+        return [p for p in report[stage] if p[1] == "Z"]
+
+    # The browser ran below the env's process (helpers and crash handlers included) ...
+    assert len(chromium("running")) >= 3 and len(chromium("relaunched")) >= 3
+    assert zombies("running") == []
+    # ... its crash ended the episode, and neither the crash nor close() left a zombie or a
+    # live Chromium process behind.
+    assert report["failure"] == "browser"
+    assert zombies("after_kill") == [] and chromium("after_kill") == []
+    assert zombies("after_close") == [] and chromium("after_close") == []
+
+
 def test_only_the_task_site_is_reachable_unless_allowlisted(env, outside):
     env.reset(options={"task": {"family": "login", "seed": 0}})
     text, *_, info = env.step(f"goto({outside}/)")
@@ -403,7 +488,7 @@ def test_browser_windows_hold_only_the_episode_pages(env):
     assert set(host.run(target_types(), 10)) == {"page"}
     switches = [
         arg
-        for arg in processes.leader_command_line(host.marker)
+        for arg in processes.main_command_line(host.marker)
         if arg.startswith("--disable-features=")
     ]
     effective = switches[-1].split("=", 1)[1].split(",")

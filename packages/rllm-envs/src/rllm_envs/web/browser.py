@@ -10,7 +10,10 @@ The browser is launched lazily, shared by every env of the process (reference co
 env to close stops it), and relaunched when it dies. Each episode gets a fresh context (its own
 cookies, storage and cache); spares, one per env, are prepared in the background so a reset
 does not wait for one. Cleanup does not rely on Playwright alone: the browser carries a marker
-switch, and closing the host (or a process exit) kills the marked process group.
+switch, and closing the host (or a process exit) kills the marked process group. The browser
+runs under a small reaper (``reaper_program.py``, named to Playwright as the executable by a
+two-line launch script) that reaps every one of its processes, orphans included, so neither a
+crash nor a close leaves zombies behind.
 """
 
 from __future__ import annotations
@@ -21,10 +24,15 @@ import concurrent.futures
 import glob
 import os
 import secrets
+import shlex
 import shutil
+import sys
+import tempfile
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Hashable
 from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from rllm_envs.core.failures import InfrastructureFailure
@@ -74,6 +82,8 @@ SYSTEM_BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chro
 # Slack on top of a coroutine's own deadline before the caller gives up on the loop thread.
 LOOP_SLACK_SECONDS = 5.0
 LAUNCH_TIMEOUT_SECONDS = 60.0
+# How long a killed browser's reaper may take to reap its processes and exit.
+REAP_TIMEOUT_SECONDS = 5.0
 
 
 def bundled_chromium() -> str | None:
@@ -97,6 +107,21 @@ def find_browser(executable: str | None = None) -> str | None:
         if path:
             return path
     return None
+
+
+def reaper_launcher(executable: str, folder: str) -> str:
+    """Write, in `folder`, a launch script that runs `executable` under the reaper; return its
+    path, which Playwright is given as the browser's executable."""
+    program = Path(folder) / "reaper_program.py"
+    program.write_text(
+        resources.files("rllm_envs.web").joinpath("reaper_program.py").read_text("utf-8"),
+        encoding="utf-8",
+    )
+    command = [sys.executable, "-I", "-S", str(program), processes.REAPER_MARK, executable]
+    script = Path(folder) / "browser"
+    script.write_text(f'#!/bin/sh\nexec {shlex.join(command)} "$@"\n', encoding="utf-8")
+    script.chmod(0o700)
+    return str(script)
 
 
 def launch_args(marker: str, playwright_features: tuple[str, ...]) -> list[str]:
@@ -154,6 +179,8 @@ class BrowserHost:
     refills: dict[tuple[Hashable, Hashable], asyncio.Task] = field(default_factory=dict)
     owners: dict[Hashable, set[Hashable]] = field(default_factory=dict)  # envs per context kind
     lock: threading.Lock = field(default_factory=threading.Lock)
+    launcher_folder: str | None = None  # holds the reaper's launch script while the host lives
+    browser_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # used on the loop only
 
     @property
     def marker(self) -> str:
@@ -193,29 +220,33 @@ class BrowserHost:
 
     # -- the browser -------------------------------------------------------------------------
     async def ensure_browser(self) -> Any:
-        if self.browser is not None and self.browser.is_connected():
+        # One relaunch at a time: a reset and a spare's preparation both find a dead browser,
+        # and a second relaunch's clean-up (a kill by the shared marker) would take the first
+        # one's new browser down mid-launch, leaving its calls waiting forever.
+        async with self.browser_lock:
+            if self.browser is not None and self.browser.is_connected():
+                return self.browser
+            await self._drop_browser()
+            if self.playwright is None:
+                from playwright.async_api import async_playwright
+
+                self.playwright = await async_playwright().start()
+            try:
+                self.browser = await self._launch()
+            except Exception:
+                # The driver itself may be gone (killed with the browser): restart it once.
+                await self._stop_playwright()
+                from playwright.async_api import async_playwright
+
+                self.playwright = await async_playwright().start()
+                self.browser = await self._launch()
+            self.launches += 1
             return self.browser
-        await self._drop_browser()
-        if self.playwright is None:
-            from playwright.async_api import async_playwright
-
-            self.playwright = await async_playwright().start()
-        try:
-            self.browser = await self._launch()
-        except Exception:
-            # The driver itself may be gone (killed with the browser): restart it once.
-            await self._stop_playwright()
-            from playwright.async_api import async_playwright
-
-            self.playwright = await async_playwright().start()
-            self.browser = await self._launch()
-        self.launches += 1
-        return self.browser
 
     async def _launch(self) -> Any:
         browser = await self._launch_once()
         missing = missing_features(
-            processes.leader_command_line(self.marker), self.playwright_features
+            processes.main_command_line(self.marker), self.playwright_features
         )
         if not missing:
             return browser
@@ -225,12 +256,25 @@ class BrowserHost:
             await asyncio.wait_for(browser.close(), 5)
         except Exception:
             pass
-        processes.kill_browsers(self.marker)
+        await self._end_browser_processes()
         return await self._launch_once()
+
+    def _launch_path(self) -> str:
+        """The reaper's launch script for this host's browser (written once), or the browser
+        itself where no script can be written (its orphans are then left to PID 1 to reap)."""
+        if self.launcher_folder is None:
+            folder = tempfile.mkdtemp(prefix="rllm-web-browser-")
+            try:
+                reaper_launcher(self.executable, folder)
+            except OSError:
+                shutil.rmtree(folder, ignore_errors=True)
+                return self.executable
+            self.launcher_folder = folder
+        return os.path.join(self.launcher_folder, "browser")
 
     async def _launch_once(self) -> Any:
         return await self.playwright.chromium.launch(
-            executable_path=self.executable,
+            executable_path=self._launch_path(),
             args=launch_args(self.marker, self.playwright_features),
             timeout=LAUNCH_TIMEOUT_SECONDS * 1000,
         )
@@ -242,7 +286,16 @@ class BrowserHost:
                 await asyncio.wait_for(browser.close(), 5)
             except Exception:
                 pass  # already dead: the process group is killed below
+        await self._end_browser_processes()
+
+    async def _end_browser_processes(self) -> None:
+        """Kill what is left of the browser and wait for its reaper to have reaped it all.
+        Stopping the driver before then would kill the reaper too (the driver ends the
+        process groups it started), handing the browser's orphans to PID 1 after all."""
         processes.kill_browsers(self.marker)
+        deadline = asyncio.get_running_loop().time() + REAP_TIMEOUT_SECONDS
+        while processes.reapers(self.marker) and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.02)
 
     async def _stop_playwright(self) -> None:
         playwright, self.playwright = self.playwright, None
@@ -341,6 +394,8 @@ class BrowserHost:
             if not loop.is_running():
                 loop.close()
         processes.kill_browsers(self.marker)
+        if self.launcher_folder is not None:
+            shutil.rmtree(self.launcher_folder, ignore_errors=True)
 
 
 async def _close_quietly(context: Any) -> None:
