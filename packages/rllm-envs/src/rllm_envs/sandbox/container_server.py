@@ -147,6 +147,26 @@ def feed(fd, data):
         os.close(fd)
 
 
+def drain(fds, output, limit):
+    """Read what is already in the pipes, without waiting for a leftover process: a program
+    can write its last bytes and exit between the server's last select and its waitpid.
+    True when that passes the output limit."""
+    for fd in fds:
+        os.set_blocking(fd, False)
+        while True:
+            try:
+                data = os.read(fd, 65536)
+            except BlockingIOError:
+                break
+            if not data:
+                break
+            room = limit - sum(len(chunk) for chunk in output.values())
+            output[fd].extend(data[: max(room, 0)])
+            if len(data) > room:
+                return True
+    return False
+
+
 def run(request):
     started = time.monotonic()
     deadline = started + request["wall_seconds"]
@@ -190,6 +210,7 @@ def run(request):
         # The program is done once it exited and its output is drained, or nothing but a
         # leftover process still holds the output open (the clean-up below kills it).
         if status is not None and (not open_fds or not ready):
+            truncated = drain(open_fds, output, limit) or truncated
             break
     clean_up(request["uid"])
     if status is None or timed_out or truncated:
