@@ -365,7 +365,7 @@ def test_shipped_sets_follow_the_issue():
     assert len({row["instance_id"] for row in all_rows}) == len(all_rows)
     for row in all_rows:
         task = to_swe_task(row)
-        assert task.image_state == "fixed" and task.base and task.version
+        assert task.image_state == "fixed" and task.base and row["version"]
         assert task.fail_to_pass and task.pass_to_pass
         assert not set(task.fail_to_pass) & set(task.pass_to_pass)
         assert set(task.test_files) == set(task.hidden_files)  # P2P only in the F2P files
