@@ -19,6 +19,7 @@ from rllm_envs.sandbox import (
     MissingEngineError,
     PythonInterpreter,
     SandboxPolicy,
+    bwrap,
     devices,
     make_sandbox,
 )
@@ -110,6 +111,55 @@ def test_a_program_that_cannot_be_started_exits_127(backend):
         assert box.run(ExecutionRequest(("python3", "-c", "print(5)"))).stdout == "5\n"
     finally:
         box.close()
+
+
+def kernel_reports_exit_status() -> bool:
+    """Whether this kernel tells a pidfd's holder how a reaped process ended (Linux >= 6.15):
+    what lets the bwrap backend tell a killed program from one exiting 128 + n itself."""
+    child = subprocess.Popen(["true"])
+    pidfd = os.pidfd_open(child.pid)
+    try:
+        child.wait()
+        return bwrap.reaped_wait_status(pidfd) == 0
+    finally:
+        os.close(pidfd)
+
+
+@pytest.mark.parametrize("backend", ["bwrap", "docker"])
+def test_a_run_ended_by_a_signal_reports_minus_the_signal_on_both_backends(backend):
+    require_backend(backend)
+    # Room for a second of CPU time on a loaded machine: the CPU limit must end the loop.
+    box = make_sandbox(backend, TEST_POLICY.with_limits(wall_seconds=10))
+    try:
+        segfault = box.run(
+            ExecutionRequest(("python3", "-c", "import ctypes; ctypes.string_at(0)"))
+        )
+        assert segfault.exit_code == -signal.SIGSEGV and segfault.status == "killed", segfault
+        spinning = box.run(ExecutionRequest(("python3", "-c", "while True: pass")))
+        assert spinning.exit_code == -signal.SIGKILL and not spinning.timed_out, spinning
+        assert spinning.status == "killed"
+        flooding = box.run(ExecutionRequest(("python3", "-c", "while True: print('x' * 999)")))
+        assert flooding.exit_code == -signal.SIGKILL and flooding.output_truncated, flooding
+        # The number a shell would give a killed program, exited with on purpose: not a kill.
+        own = box.run(ExecutionRequest(("python3", "-c", "import sys; sys.exit(137)")))
+        if backend == "docker" or kernel_reports_exit_status():
+            assert own.exit_code == 137 and own.status == "exit 137", own
+        else:  # bubblewrap's 128 + n is all an older kernel leaves (see rllm_envs.sandbox.bwrap)
+            assert own.exit_code == -signal.SIGKILL, own
+    finally:
+        box.close()
+
+
+def test_bwrap_reads_the_kernels_wait_status_over_bubblewraps_number():
+    exited_137, killed = 137 << 8, signal.SIGKILL  # wait statuses
+    assert bwrap.program_exit_code(137, exited_137) == 137
+    assert bwrap.program_exit_code(137, killed) == -signal.SIGKILL
+    # Without the kernel's word (Linux < 6.15): 128 + n reads as signal n, the rest as is.
+    assert bwrap.program_exit_code(137, None) == -signal.SIGKILL
+    assert bwrap.program_exit_code(139, None) == -signal.SIGSEGV
+    assert [bwrap.program_exit_code(code, None) for code in (0, 1, 127, 128, 255)] == [
+        0, 1, 127, 128, 255
+    ]  # fmt: skip
 
 
 def test_bwrap_devices_are_bound_one_by_one_where_no_device_folder_can_be_made(monkeypatch):

@@ -5,21 +5,31 @@ mounted read-only (nothing else of the host is visible: no /home, /root, /etc, /
 writable place is a size-capped tmpfs at /scratch. The program runs as the policy's
 unprivileged uid with no capabilities. The program is the init of its pid namespace, so when it
 exits, or bubblewrap is killed (and takes it along), the kernel kills everything else in the
-namespace: a daemon cannot outlive its run.
+namespace: a daemon cannot outlive its run. Being init, it ignores signals it sends itself
+without a handler (so `abort()` ends in SIGSEGV, -11, where Docker reports SIGABRT, -6).
 
 Runs are started by a long-lived launcher (`launcher_program.py`, one per sandbox) that already
 has the uid bubblewrap must start with and sets each run's rlimits from outside: no program
 besides the requested one is executed per run (see `_Launch`).
+
+Exit codes are the program's own, or -signal when a signal ended it, as on Docker. Bubblewrap
+reports 128 + signal for the latter, the same number as a program exiting 137 on its own, so
+the host holds a pidfd of the program (opened while bubblewrap holds it at `--block-fd`) and
+reads its real wait status from the kernel once bubblewrap has reaped it (PIDFD_INFO_EXIT,
+Linux >= 6.15). On older kernels only bubblewrap's number is known: there 129..192 reads as
+killed by signal 1..64, so a program exiting with such a code on its own reads as killed too.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import posixpath
 import select
 import shutil
 import signal
+import struct
 import tempfile
 import time
 from collections.abc import Mapping
@@ -138,6 +148,39 @@ def bwrap_argv(
     ]  # fmt: skip
 
 
+# PIDFD_GET_INFO (linux/pidfd.h) with its first, 64-byte struct pidfd_info, which every kernel
+# that has the ioctl accepts; exit_code, a wait status, is its last field.
+_PIDFD_INFO_SIZE = 64
+_PIDFD_GET_INFO = (3 << 30) | (_PIDFD_INFO_SIZE << 16) | (0xFF << 8) | 11
+_PIDFD_INFO_EXIT = 1 << 3
+_PIDFD_INFO_EXIT_CODE_AT = 60
+
+
+def reaped_wait_status(pidfd: int) -> int | None:
+    """The wait status of the process behind `pidfd` once its parent has reaped it, read from
+    the kernel whoever the parent was; None before then or where the kernel cannot tell
+    (Linux < 6.15)."""
+    info = bytearray(_PIDFD_INFO_SIZE)
+    struct.pack_into("Q", info, 0, _PIDFD_INFO_EXIT)
+    try:
+        fcntl.ioctl(pidfd, _PIDFD_GET_INFO, info)
+    except OSError:
+        return None
+    if not struct.unpack_from("Q", info)[0] & _PIDFD_INFO_EXIT:
+        return None
+    return struct.unpack_from("i", info, _PIDFD_INFO_EXIT_CODE_AT)[0]
+
+
+def program_exit_code(bubblewrap_code: int, wait_status: int | None) -> int:
+    """The program's exit code, or -signal when a signal ended it (ExecutionResult's
+    convention). Without the kernel's wait status, bubblewrap's 128 + signal is all there is."""
+    if wait_status is not None:
+        return os.waitstatus_to_exitcode(wait_status)
+    if 128 < bubblewrap_code <= 128 + signal.SIGRTMAX:
+        return 128 - bubblewrap_code
+    return bubblewrap_code
+
+
 def _memfd(name: str, data: bytes) -> int:
     fd = os.memfd_create(name, 0)
     os.write(fd, data)
@@ -235,7 +278,7 @@ class BwrapSandbox:
         if finished.stopped_by_us:
             exit_code = -signal.SIGKILL
         elif "exit-code" in status:
-            exit_code = status["exit-code"]  # the program's, or 128 + the signal that ended it
+            exit_code = program_exit_code(status["exit-code"], launch.program_status)
         elif stderr.startswith(b"bwrap: execvp "):
             # The program could not be executed (bubblewrap reports no exit code then): the
             # request's fault, not the sandbox's; 127 as on Docker and in shells.
@@ -286,6 +329,10 @@ class _Launch:
     rlimits: dict[str, int]
     fds: dict[int, int] = field(default_factory=dict)  # fd in bubblewrap -> our fd
     status: bytearray = field(default_factory=bytearray)
+    # The program's pidfd, opened while it is held (its pid cannot have been reused), and the
+    # wait status the kernel reports once bubblewrap has reaped it.
+    program_pidfd: int | None = None
+    program_status: int | None = None
 
     def __post_init__(self) -> None:
         self.status_read, status_write = os.pipe()
@@ -311,6 +358,10 @@ class _Launch:
         pid = self._child_pid(deadline)
         if pid is None:
             return  # bubblewrap failed (reported by run) or the deadline came: never released
+        try:
+            self.program_pidfd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            pass  # bubblewrap is already gone (killed); its status says how
         self.launcher.set_limits(pid, self.rlimits)  # raises, leaving it held, if it cannot
         try:
             os.write(self.block_write, b"1")
@@ -338,6 +389,10 @@ class _Launch:
         os.close(self.block_write)
         with os.fdopen(self.status_read, "rb") as status_stream:
             self.status += status_stream.read()
+        if self.program_pidfd is not None:
+            # Bubblewrap has exited by now, so it has reaped the program if the program ended.
+            self.program_status = reaped_wait_status(self.program_pidfd)
+            os.close(self.program_pidfd)
         merged: dict = {}
         for line in self.status.decode("utf-8", "replace").splitlines():
             try:

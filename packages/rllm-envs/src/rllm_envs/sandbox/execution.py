@@ -29,7 +29,10 @@ class ExecutionRequest:
 
 @dataclass(frozen=True)
 class ExecutionResult:
-    """How a run ended. `exit_code` is negative (-signal) when the program was killed."""
+    """How a run ended. `exit_code` is the program's exit status, or -signal when a signal
+    ended it: -9 when the host killed it (past `wall_seconds` or the output cap) or a limit did
+    (CPU time, memory on Docker), -11 on a segfault. The same on every backend (under bwrap on
+    Linux < 6.15, an exit status of 129..192 also reads as a signal; see `sandbox.bwrap`)."""
 
     exit_code: int | None
     stdout: str
