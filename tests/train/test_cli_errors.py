@@ -7,7 +7,7 @@ A few cases run the installed command as a user would; the rest call ``main`` in
 from __future__ import annotations
 
 import pytest
-from rllm_train.cli import main
+from rllm_train.cli import main, ray_head
 
 from tests.cli_errors import assert_one_line_error, run_command
 
@@ -39,6 +39,24 @@ def test_unknown_env_id_names_the_rllm_ids(tmp_path):
     )
 
 
+def test_unreachable_ray_cluster_fails_before_the_model_is_loaded(tmp_path):
+    # Port 9 (discard) has no listener on the loopback; ray.init would wait on it for ever.
+    result = run_command(PROG, "--executor", "ray", "--ray-address", "127.0.0.1:9",
+                         "--output", str(tmp_path / "run"), "rollout.dispatch=async")  # fmt: skip
+    assert_one_line_error(
+        result.returncode, result.stderr, PROG, "cannot reach", "127.0.0.1:9", "--ray-address"
+    )
+    assert not (tmp_path / "run").exists()
+
+
+def test_ray_addresses_name_the_head_ray_init_would_join():
+    assert ray_head("10.0.0.5:6380") == ("10.0.0.5", 6380)
+    assert ray_head("head") == ("head", 6379)  # the GCS port
+    assert ray_head("ray://head") == ("head", 10001)  # the Ray Client server's
+    assert ray_head("[::1]:7000") == ("::1", 7000)
+    assert [ray_head(address) for address in ("", "local", "auto")] == [None] * 3
+
+
 def test_bad_number_flag():
     result = run_command(PROG, "--steps", "ten")
     assert_one_line_error(result.returncode, result.stderr, PROG, "--steps", "'ten'", "at least 1")
@@ -59,6 +77,14 @@ def test_bad_number_flag():
         (["trainer.lr=[1"], ("trainer.lr=[1", "not valid YAML")),
         (["env.kwargs.max_operand='[1'"], ("env.kwargs.max_operand", "not valid YAML")),
         (["--env", "no_such_pkg_xyz:a/B-v0"], ("env.id", "no_such_pkg_xyz")),
+        (
+            ["--executor", "ray", "--ray-address", "http://head:8265", "rollout.dispatch=async"],
+            ("rollout.ray_address", "ray://HOST:PORT"),
+        ),
+        (
+            ["--executor", "ray", "--ray-address", "head:port", "rollout.dispatch=async"],
+            ("rollout.ray_address", "'head:port'"),
+        ),
     ],
 )
 def test_bad_flags_and_keys_are_named(capsys, argv, expected):

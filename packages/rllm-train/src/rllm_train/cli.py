@@ -7,7 +7,10 @@ addition on the CPU, with GRPO (see docs/training/native.md).
 from __future__ import annotations
 
 import argparse
+import os
+import socket
 import sys
+import urllib.parse
 from collections.abc import Sequence
 
 from rllm_agents.cli.usage import (
@@ -194,12 +197,52 @@ def check_native(config: TrainConfig) -> None:
     check_env(config.env.id, config.env.kwargs)
 
 
+# Where Ray's head listens when an address names no port: the GCS, or the Ray Client server.
+RAY_DEFAULT_PORTS = {"": 6379, "ray": 10001}
+
+
+def ray_head(address: str) -> tuple[str, int] | None:
+    """(host, port) of the Ray cluster an address names; None when Ray finds or starts one
+    itself ("" or "local": a cluster for the run, "auto": the one this machine runs)."""
+    if address in ("", "local", "auto"):
+        return None
+    scheme, _, rest = address.rpartition("://")
+    if scheme not in RAY_DEFAULT_PORTS:
+        raise ConfigError(f"rollout.ray_address: {address!r} is not HOST:PORT or ray://HOST:PORT")
+    try:
+        parts = urllib.parse.urlsplit("//" + rest)
+        port = parts.port or RAY_DEFAULT_PORTS[scheme]
+    except ValueError as error:
+        raise ConfigError(f"rollout.ray_address: {address!r}: {error}") from error
+    if not parts.hostname:
+        raise ConfigError(f"rollout.ray_address: {address!r} names no host")
+    return parts.hostname, port
+
+
+def check_ray_cluster(config: TrainConfig, timeout: float = 5.0) -> None:
+    """With `rollout.executor=ray`, that the named cluster's head answers: ray.init waits on
+    an address nothing listens at with no end, after the model has been loaded."""
+    if config.rollout.executor != "ray":
+        return
+    head = ray_head(config.rollout.ray_address or os.environ.get("RAY_ADDRESS", ""))
+    if head is None:
+        return
+    try:
+        socket.create_connection(head, timeout=timeout).close()
+    except OSError as error:
+        raise ConfigError(
+            f"rollout.ray_address: cannot reach the Ray cluster at {head[0]}:{head[1]} "
+            f"(--ray-address or $RAY_ADDRESS): {error.strerror or error}"
+        ) from error
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         config = config_from_args(args)
         if config.trainer.backend == "native":
             check_native(config)
+            check_ray_cluster(config)
         actions = DRY_RUNS if args.dry_run else BACKEND_RUNNERS
         actions[config.trainer.backend](config)
     except UsageError as error:
