@@ -56,4 +56,5 @@ def sample_rows(split: str, per_project: int) -> list[dict[str, Any]]:
 
 
 def swe_containers(client: Any) -> list[Any]:
-    return client.containers.list(all=True, filters={"label": "rllm.swe=1"})
+    # Other processes' containers come and go while the listing inspects each one.
+    return client.containers.list(all=True, filters={"label": "rllm.swe=1"}, ignore_removed=True)
