@@ -4,7 +4,9 @@ Every tensor here is ``(batch, response_length)`` with a ``response_mask`` that 
 the model generated and 0 on padding and on env/chat tokens between turns.
 
 * :func:`compute_advantages` runs a verl advantage estimator (GRPO, RLOO, REINFORCE++, GAE...)
-  on outcome rewards placed on each sequence's last model token;
+  on outcome rewards placed on each sequence's last model token; :func:`given_advantages`
+  places advantages computed per sequence elsewhere (role-conditioned baselines, which keep
+  state across steps and so are not one of verl's estimators);
 * :func:`policy_loss` runs a verl policy loss (``vanilla`` = PPO clip by default);
 * :func:`kl_to_reference` is verl's KL penalty between the policy and a reference model;
 * :func:`value_loss` is verl's clipped value loss (PPO's critic).
@@ -99,6 +101,15 @@ def compute_advantages(
         config=algo_config,
         **extra,
     )
+
+
+def given_advantages(
+    advantages: torch.Tensor, response_mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(advantages, returns) for advantages computed per sequence outside verl (RAE: one
+    value per trajectory), placed on every model token, as verl's outcome estimators do."""
+    per_token = advantages.float().unsqueeze(-1) * response_mask.float()
+    return per_token, per_token
 
 
 def policy_loss(

@@ -46,6 +46,8 @@ examples:
   rllm-train --env rllm/GymText-v0 env.kwargs.env_id=CartPole-v1
   rllm-train --output runs/a --resume              # continue a stopped or killed run
   rllm-train --executor ray --ray-address HEAD:6379 rollout.dispatch=async   # envs on Ray
+  rllm-train --env kuhn_poker_v0 multiagent.seats.player_1=random   # vs a scripted player
+  rllm-train --env tictactoe_v0 --algorithm rae rollout.n=1           # self-play, every seat
 """
 
 # Command-line flag -> the config key it sets.
@@ -78,7 +80,12 @@ def build_parser() -> CommandParser:
         epilog=EPILOG.format(keys=_key_listing()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--config", metavar="FILE", help="a YAML config (sections as below)")
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="a YAML config (sections as below), or the name of a shipped one "
+        "(e.g. referential-speaker)",
+    )
     parser.add_argument(
         "--env",
         metavar="ID",
@@ -135,9 +142,10 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 
 
 def _run_native(config: TrainConfig) -> None:
+    from rllm_train.native.reporting import step_rows
     from rllm_train.native.trainer import NativeTrainer
 
-    rows = NativeTrainer(config).train()
+    rows = step_rows(NativeTrainer(config).train())
     if rows:
         first, last = rows[0], rows[-1]
         print(
@@ -188,13 +196,15 @@ def check_native(config: TrainConfig) -> None:
     from rllm_agents.models import EMBEDDED_MODELS, resolve_model
 
     from rllm_train.envs import check_env
+    from rllm_train.native.multiagent_setup import multiagent_setup
 
     if config.model.name not in EMBEDDED_MODELS:  # embedded ones are built on first use
         try:
             resolve_model(config.model.name)
         except FileNotFoundError as error:
             raise ConfigError(f"model.name: {error}") from error
-    check_env(config.env.id, config.env.kwargs)
+    if multiagent_setup(config) is None:  # a multi-agent env: its seats are checked there
+        check_env(config.env.id, config.env.kwargs)
 
 
 # Where Ray's head listens when an address names no port: the GCS, or the Ray Client server.

@@ -20,12 +20,13 @@ import yaml
 
 from rllm_train.verl.options import VerlOptions
 
-ALGORITHMS = ("grpo", "rloo", "reinforce_plus_plus", "ppo")
+ALGORITHMS = ("grpo", "rloo", "reinforce_plus_plus", "ppo", "rae")
 BACKENDS = ("native", "verl")
 SEQUENCE_MODES = ("trajectory", "step")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 ROLLOUT_DISPATCH = ("lockstep", "async")
 EXECUTORS = ("inline", "ray")
+SHIPPED_CONFIGS = Path(__file__).parent / "configs"  # --config NAME finds NAME.yaml here
 
 
 class ConfigError(ValueError):
@@ -52,6 +53,21 @@ class EnvConfig:
 
 
 @dataclass
+class MultiAgentConfig:
+    # Used when env.id names a multi-agent (PettingZoo) env, e.g. kuhn_poker_v0; see
+    # docs/training/multiagent.md. Who plays each seat ("*": every seat not named):
+    #   trained                 the model being trained (on every seat: self-play)
+    #   frozen                  a frozen copy of the model's starting weights
+    #   frozen:<run or step dir> a frozen copy of a checkpoint's weights
+    #   model:<name or dir>     another model, frozen
+    #   a scripted player       random, first, tictactoe_expert, oracle_speaker, ...
+    # Only the seats the trained model plays are trained on.
+    seats: dict[str, str] = field(default_factory=lambda: {"*": "trained"})
+    rotate: bool = False  # move the seating one seat on from task to task (first-move edge)
+    max_cycles: int = 200  # parallel steps per game before it is cut (max_turns)
+
+
+@dataclass
 class RolloutConfig:
     # Rollouts run on rllm-agents' AgentExecutionEngine over a LocalEngine serving the trained
     # model. lockstep: the episodes' turns go to the model in rounds, one batch each (bit-for-bit
@@ -74,7 +90,7 @@ class RolloutConfig:
 
 @dataclass
 class AlgorithmConfig:
-    name: str = "grpo"
+    name: str = "grpo"  # rae: role-conditioned baselines (rllm_train.native.role_advantages)
     sequence_mode: str = "trajectory"  # one sequence per episode, or one per agent step
     gamma: float = 1.0
     lam: float = 1.0
@@ -86,6 +102,7 @@ class AlgorithmConfig:
     kl_penalty: str = "low_var_kl"
     value_coef: float = 0.5  # PPO's value loss weight
     cliprange_value: float = 0.5
+    rae_decay: float = 0.95  # rae: decay of each role's moving-average baseline
 
 
 @dataclass
@@ -104,6 +121,7 @@ class TrainerConfig:
     keep_checkpoints: int = 2
     val_every: int = 0  # 0 = no validation
     val_tasks: int = 16
+    val_before_train: bool = False  # also validate before the first step (a "step 0" row)
     resume: bool = False
     tensorboard: bool = True
     progress: bool = True
@@ -113,6 +131,7 @@ class TrainerConfig:
 class TrainConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     env: EnvConfig = field(default_factory=EnvConfig)
+    multiagent: MultiAgentConfig = field(default_factory=MultiAgentConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
@@ -139,6 +158,7 @@ POSITIVE = (
     "rollout.max_turns",
     "rollout.max_response_tokens",
     "rollout.max_prompt_tokens",
+    "multiagent.max_cycles",
     "trainer.steps",
     "trainer.lr",
     "trainer.micro_batch_size",
@@ -258,15 +278,25 @@ def read_yaml(text: str, where: str) -> Any:
         raise ConfigError(f"{where}: not valid YAML{at}: {problem}") from None
 
 
+def config_file(name: str | Path) -> Path:
+    """The YAML file `name` names: a path, or the name of a config shipped with rllm-train."""
+    path = Path(name)
+    if path.is_file():
+        return path
+    shipped = SHIPPED_CONFIGS / f"{name}.yaml"
+    if shipped.is_file():
+        return shipped
+    names = ", ".join(sorted(p.stem for p in SHIPPED_CONFIGS.glob("*.yaml")))
+    raise ConfigError(f"config file not found: {path} (shipped configs: {names or 'none'})")
+
+
 def build_config(
     yaml_path: str | Path | None = None, overrides: list[str] | dict[str, Any] | None = None
 ) -> TrainConfig:
     """Defaults, then the YAML file, then the overrides; validated."""
     config = TrainConfig()
     if yaml_path is not None:
-        path = Path(yaml_path)
-        if not path.is_file():
-            raise ConfigError(f"config file not found: {path}")
+        path = config_file(yaml_path)
         data = read_yaml(path.read_text(encoding="utf-8"), str(path)) or {}
         if not isinstance(data, dict):
             raise ConfigError(f"{path}: expected a mapping of sections at the top level")
@@ -303,6 +333,10 @@ def validate(config: TrainConfig) -> None:
         raise ConfigError("env.id: must name a Gymnasium environment id")
     if config.rollout.executor == "ray":
         _check_ray_rollouts(config)
+    if not 0.0 <= config.algorithm.rae_decay < 1.0:
+        raise ConfigError(
+            f"algorithm.rae_decay: must be at least 0 and below 1, got {config.algorithm.rae_decay}"
+        )
     if config.algorithm.name in ("grpo", "rloo") and config.rollout.n < 2:
         raise ConfigError(
             f"rollout.n: {config.algorithm.name} compares rollouts within a group, so it needs "

@@ -21,7 +21,9 @@ def check_env_id(env_id: str) -> str:
     try:
         return usage.check_env_id(env_id)
     except usage.UsageError as error:
-        raise ConfigError(f"env.id: {error}") from error
+        from rllm_envs.multiagent import ENV_MODULES
+
+        raise ConfigError(f"env.id: {error}; multi-agent envs: {', '.join(ENV_MODULES)}") from error
 
 
 def check_env(env_id: str, kwargs: dict[str, Any]) -> str:

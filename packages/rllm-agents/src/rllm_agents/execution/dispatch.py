@@ -36,7 +36,7 @@ from typing import Any, Protocol
 from rllm_agents.engines.base import ModelOutput
 
 
-def request_seed(sampling_seed: int, episode_index: int, turn: int) -> int:
+def request_seed(sampling_seed: int, episode_index: int | str, turn: int | str) -> int:
     """The sampling seed of one model request: a fixed mix of its three coordinates."""
     digest = hashlib.blake2b(
         f"{sampling_seed}/{episode_index}/{turn}".encode(), digest_size=8

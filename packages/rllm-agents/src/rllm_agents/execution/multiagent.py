@@ -196,6 +196,7 @@ class MultiAgentWorkflow(Workflow):
                 policy=policy,
                 agent=policy.new_agent(),
                 rng=np.random.default_rng(seat_seed),
+                episode=uid,
             )
             play.agent.reset()
             policy.start(play)

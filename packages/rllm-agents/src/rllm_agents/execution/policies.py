@@ -9,12 +9,16 @@ that keeps a seat's conversation, and answers a seat's turn:
   :class:`~rllm_agents.chat.TokenConversation`, as the single-agent execution engine does,
   so the seat's trajectory holds the token ids, logprobs and mask a trainer needs.
   Several seats may share one policy (self-play) and several policies one engine.
+  With a ``sampling_seed`` each request is sampled with its own seed, from (sampling seed,
+  episode, seat, turn), as the single-agent engine seeds its requests: what a seat draws does
+  not depend on which other requests share its batch.
 * :class:`ScriptedPolicy`: a function of the seat's observation and info (random legal moves,
   a heuristic, an oracle), seeded per episode and seat.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,6 +30,7 @@ from rllm_agents.agents.base import BaseAgent
 from rllm_agents.agents.text_agent import TextAgent
 from rllm_agents.chat import TokenConversation, encode
 from rllm_agents.engines.base import ModelOutput, SamplingParams
+from rllm_agents.execution.dispatch import request_seed
 
 ChooseMove = Callable[[Any, dict[str, Any], np.random.Generator], str]
 
@@ -38,6 +43,7 @@ class SeatPlay:
     policy: Policy
     agent: BaseAgent
     rng: np.random.Generator
+    episode: str = ""  # the episode's id, unique within a run (seeds its requests)
     conversation: TokenConversation | None = None
     observation: Any = None
     info: dict[str, Any] = field(default_factory=dict)
@@ -81,6 +87,7 @@ class ModelPolicy:
     sampling: SamplingParams = field(default_factory=SamplingParams)
     agent_factory: Callable[[], BaseAgent] = TextAgent
     trainable: bool = True
+    sampling_seed: int | None = None
 
     def new_agent(self) -> BaseAgent:
         return self.agent_factory()
@@ -91,13 +98,18 @@ class ModelPolicy:
 
     async def respond(self, seat: SeatPlay) -> Response:
         messages = seat.agent.chat_completions
+        sampling = self.sampling
+        if self.sampling_seed is not None:
+            turn = f"{seat.seat}/{len(seat.agent.trajectory.steps)}"
+            seed = request_seed(self.sampling_seed, seat.episode, turn)
+            sampling = dataclasses.replace(sampling, seed=seed)
         started = time.perf_counter()
         if seat.conversation is None:
-            output = await self.engine.generate(messages, sampling=self.sampling)
+            output = await self.engine.generate(messages, sampling=sampling)
             prompt_ids: list[int] = []
         else:
             prompt_ids = list(seat.conversation.prompt_ids(messages))
-            output = await self.engine.generate(prompt_ids=prompt_ids, sampling=self.sampling)
+            output = await self.engine.generate(prompt_ids=prompt_ids, sampling=sampling)
             completion_ids = list(output.completion_ids) or encode(self.tokenizer, output.text)
             seat.conversation.add_completion(completion_ids, list(output.logprobs) or None)
             output.completion_ids = completion_ids

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import random
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ class TrainState:
     optimizer: dict[str, Any]
     value_head: dict[str, torch.Tensor] | None
     rng: dict[str, Any]
+    extra: dict[str, Any] = field(default_factory=dict)  # e.g. RAE's per-role baselines
 
 
 def rng_states() -> dict[str, Any]:
@@ -77,6 +78,7 @@ def save(directory: Path, state: TrainState, keep: int) -> Path:
         "optimizer": state.optimizer,
         "value_head": state.value_head,
         "rng": state.rng,
+        "extra": state.extra,
     }
     torch.save(payload, staging / "state.pt")
     with (staging / "state.pt").open("rb") as handle:
@@ -111,4 +113,5 @@ def load_latest(directory: Path) -> TrainState | None:
         optimizer=payload["optimizer"],
         value_head=payload["value_head"],
         rng=payload["rng"],
+        extra=payload.get("extra", {}),
     )

@@ -58,8 +58,14 @@ class MetricsLog:
             self.writer = None
 
 
+def step_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of training steps (a validation before the first step has no reward)."""
+    return [row for row in rows if "reward_mean" in row]
+
+
 def run_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The reward over the reported steps (all of the run's, resumes included)."""
+    rows = step_rows(rows)
     if not rows:
         return {}
     first, last = rows[0], rows[-1]
@@ -71,20 +77,39 @@ def run_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def plot_reward_curve(metrics_path: Path, png_path: Path, title: str = "") -> Path | None:
-    """Mean training reward per step (and validation reward where measured) as a PNG."""
-    rows = read_metrics(metrics_path)
-    if not rows:
+def plot_reward_curve(
+    metrics_path: Path, png_path: Path, title: str = "", rates: dict[str, str] | None = None
+) -> Path | None:
+    """Mean training reward per step (and validation reward where measured) as a PNG.
+
+    ``rates`` (metric -> label) that the metrics hold get a 0-1 panel of their own below, at
+    the steps that have them (a validation before the first step is step 0).
+    """
+    every_row = read_metrics(metrics_path)
+    rows = step_rows(every_row)
+    if not every_row:
         return None
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib import pyplot
 
-    figure, axes = pyplot.subplots(figsize=(6, 3.5), dpi=110)
+    plotted = {
+        key: label for key, label in (rates or {}).items() if any(key in row for row in every_row)
+    }
+    panels = 2 if plotted else 1
+    figure, grid = pyplot.subplots(
+        panels,
+        1,
+        figsize=(6, 3.5 * panels - 0.5 * (panels - 1)),
+        dpi=110,
+        sharex=True,
+        squeeze=False,
+    )
+    axes = grid[0][0]
     steps = [row["step"] for row in rows]
     axes.plot(steps, [row["reward_mean"] for row in rows], marker="o", ms=3, label="train reward")
-    validated = [row for row in rows if "val/reward_mean" in row]
+    validated = [row for row in every_row if "val/reward_mean" in row]
     if validated:
         axes.plot(
             [row["step"] for row in validated],
@@ -93,11 +118,20 @@ def plot_reward_curve(metrics_path: Path, png_path: Path, title: str = "") -> Pa
             ms=4,
             label="validation reward",
         )
-    axes.set_xlabel("step")
     axes.set_ylabel("mean reward")
     axes.set_title(title, fontsize=9)
-    axes.grid(alpha=0.3)
-    axes.legend(fontsize=8)
+    for key, label in plotted.items():
+        panel = grid[1][0]
+        had = [row for row in every_row if key in row]
+        panel.plot(
+            [row["step"] for row in had], [row[key] for row in had], marker="^", ms=4, label=label
+        )
+        panel.set_ylim(-0.02, 1.02)
+        panel.set_ylabel("rate")
+    for (panel,) in grid:
+        panel.grid(alpha=0.3)
+        panel.legend(fontsize=8)
+    grid[-1][0].set_xlabel("step")
     figure.tight_layout()
     figure.savefig(png_path)
     pyplot.close(figure)

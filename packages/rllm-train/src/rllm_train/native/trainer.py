@@ -7,6 +7,12 @@ engine over a local engine serving the very model being trained, so rollouts alw
 latest update, each request seeded from the run seed, the step, the episode and the turn),
 turns them into training sequences, computes advantages with verl's estimator and updates with
 verl's policy loss, accumulating gradients over micro-batches.
+
+A multi-agent env (``env.id`` a PettingZoo-style module such as ``kuhn_poker_v0``) is played by
+:class:`~rllm_train.native.multiagent_sampler.MultiAgentSampler` on the same seam, with the
+seats given by the ``multiagent`` section; only the trained model's seats are trained on, and
+``algorithm.name=rae`` baselines each role with its own running mean
+(:mod:`~rllm_train.native.role_advantages`).
 """
 
 from __future__ import annotations
@@ -36,9 +42,19 @@ from rllm_train.native.batch import (
     episodes_to_sequences,
     model_tokens,
     to_tensors,
+    trained_trajectories,
 )
 from rllm_train.native.models import ValueHead, frozen_copy, hidden_size, load_policy, pick_device
+from rllm_train.native.multiagent_sampler import (
+    TRAINED_SUCCESS,
+    MultiAgentSampler,
+    seat_metrics,
+    trained_rewards,
+)
+from rllm_train.native.multiagent_setup import multiagent_setup
+from rllm_train.native.opponents import load_frozen_models
 from rllm_train.native.optim import build_optimizer
+from rllm_train.native.role_advantages import RoleBaselines, role_key
 from rllm_train.native.sampler import (
     EpisodeSampler,
     ExecutionSampler,
@@ -48,6 +64,7 @@ from rllm_train.native.sampler import (
 
 VALIDATION_STREAM = 1_000_003  # seeds validation tasks apart from training ones
 SAMPLING_STREAM = 7  # seeds the model's draws apart from the task draws
+ROLE_BASELINES = "role_baselines"  # where a checkpoint keeps RAE's baselines
 
 
 def step_task_seeds(run_seed: int, step: int, count: int) -> list[int]:
@@ -123,7 +140,14 @@ class NativeTrainer:
         self.config = config
         self.output = Path(config.trainer.output)
         # Cheap checks first: a bad env id or output dir fails before any model loads.
-        self.env_factory = env_factory or make_env_factory(config.env.id, config.env.kwargs)
+        self.multiagent = multiagent_setup(config)
+        if env_factory is None:
+            env_factory = (
+                self.multiagent.env_factory
+                if self.multiagent is not None
+                else make_env_factory(config.env.id, config.env.kwargs)
+            )
+        self.env_factory = env_factory
         self.agent_factory = self._agent_factory(agent_class, agent_args or {})
         latest = self.output / "checkpoints" / checkpoint.LATEST
         if latest.exists() and not config.trainer.resume:
@@ -152,6 +176,17 @@ class NativeTrainer:
         self.reference = None
         if config.algorithm.kl_coef > 0 and config.model.lora_rank == 0:
             self.reference = frozen_copy(self.model)
+        # Frozen players are copied now, before any update (or resume) changes the weights.
+        self.frozen_players = (
+            load_frozen_models(
+                self.multiagent.frozen_models, self.model, self.tokenizer, self.device
+            )
+            if self.multiagent is not None
+            else {}
+        )
+        self.role_baselines = (
+            RoleBaselines(config.algorithm.rae_decay) if config.algorithm.name == "rae" else None
+        )
         parameters = [p for p in self.model.parameters() if p.requires_grad]
         if self.value_head is not None:
             parameters += list(self.value_head.parameters())
@@ -184,16 +219,27 @@ class NativeTrainer:
                 top_p=rollout.top_p,
                 dispatch=rollout.dispatch,
             )
+            # A step's (or validation's) episodes all fit in one batch.
+            max_batch_size = max(rollout.tasks_per_step * rollout.n, self.config.trainer.val_tasks)
+            if self.multiagent is not None:
+                self._sampler = MultiAgentSampler(
+                    self.model,
+                    self.tokenizer,
+                    self.multiagent,
+                    self.agent_factory,
+                    limits,
+                    frozen=self.frozen_players,
+                    max_batch_size=max_batch_size,
+                    autocast_dtype=self.autocast_dtype,
+                )
+                return self._sampler
             self._sampler = ExecutionSampler(
                 self.model,
                 self.tokenizer,
                 self.env_factory,
                 self.agent_factory,
                 limits,
-                # A step's (or validation's) episodes all fit in one batch.
-                max_batch_size=max(
-                    rollout.tasks_per_step * rollout.n, self.config.trainer.val_tasks
-                ),
+                max_batch_size=max_batch_size,
                 autocast_dtype=self.autocast_dtype,
                 executor=rollout_executor(rollout, self.config.env),
             )
@@ -266,9 +312,12 @@ class NativeTrainer:
         self.model.train()
         epochs = self.config.trainer.ppo_epochs
         old_logprobs, values = self._old_policy(batch, need_logprobs=epochs > 1)
-        advantages, returns = algorithms.compute_advantages(
-            self.settings, batch.rewards, batch.loss_mask, batch.groups, values
-        )
+        if batch.advantages is not None:  # computed per trajectory (RAE)
+            advantages, returns = algorithms.given_advantages(batch.advantages, batch.loss_mask)
+        else:
+            advantages, returns = algorithms.compute_advantages(
+                self.settings, batch.rewards, batch.loss_mask, batch.groups, values
+            )
         total_tokens = float(batch.loss_mask.sum().clamp(min=1))
         # Metrics stay on the device until the update is done: reading one back per
         # micro-batch (.item()) would make a GPU drain its queue before every next forward.
@@ -354,13 +403,17 @@ class NativeTrainer:
         episodes = sampled.episodes
         self.last_episodes = episodes  # for inspection (benchmarks, debugging)
         rollout_seconds = time.perf_counter() - started
+        groups = [str(seed) for seed in seeds]
         sequences = episodes_to_sequences(
-            episodes, [str(seed) for seed in seeds], self.config.algorithm.sequence_mode
+            episodes,
+            groups,
+            self.config.algorithm.sequence_mode,
+            self._role_advantages(episodes, groups),
         )
         update_started = time.perf_counter()
         losses = self.update(to_tensors(sequences, self.pad_id)) if sequences else {}
         update_seconds = time.perf_counter() - update_started
-        rewards = [episode.reward for episode in episodes if episode.failure is None]
+        rewards = self._rewards(episodes)
         correct = [float(e.is_correct) for e in episodes if e.is_correct is not None]
         generated = [model_tokens(e) for e in episodes if e.trajectories]
         split = [
@@ -383,7 +436,31 @@ class NativeTrainer:
             "time/env_s": sampled.env_seconds,
             "time/update_s": update_seconds,
             "time/step_s": time.perf_counter() - started,
+            **(seat_metrics(episodes) if self.multiagent is not None else {}),
+            **self._baseline_metrics(),
         }
+
+    def _rewards(self, episodes: list[Episode]) -> list[float]:
+        """What a step reports as its reward: the trained seats' in a multi-agent run."""
+        if self.multiagent is not None:
+            return trained_rewards(episodes)
+        return [episode.reward for episode in episodes if episode.failure is None]
+
+    def _role_advantages(self, episodes: list[Episode], groups: list[str]) -> list[float] | None:
+        """RAE's advantage for each trained trajectory (None for verl's estimators)."""
+        if self.role_baselines is None:
+            return None
+        pairs = trained_trajectories(episodes, groups)
+        env_id = self.config.env.id
+        return self.role_baselines.advantages(
+            [trajectory.reward for trajectory, _ in pairs],
+            [role_key(env_id, trajectory) for trajectory, _ in pairs],
+        )
+
+    def _baseline_metrics(self) -> dict[str, float]:
+        if self.role_baselines is None:
+            return {}
+        return {f"rae_baseline/{key}": value for key, value in self.role_baselines.values.items()}
 
     def validate(self) -> dict[str, float]:
         started = time.perf_counter()
@@ -393,9 +470,10 @@ class NativeTrainer:
         episodes = self.sampler.sample(
             seeds, self.config.rollout.val_temperature, sampling_seed
         ).episodes
-        rewards = [episode.reward for episode in episodes if episode.failure is None]
+        rewards = self._rewards(episodes)
         return {
             "val/reward_mean": float(np.mean(rewards)) if rewards else 0.0,
+            **(seat_metrics(episodes, "val/") if self.multiagent is not None else {}),
             "time/validation_s": time.perf_counter() - started,
         }
 
@@ -411,6 +489,8 @@ class NativeTrainer:
         if self.value_head is not None and state.value_head is not None:
             self.value_head.load_state_dict(state.value_head)
         checkpoint.restore_rng(state.rng)
+        if self.role_baselines is not None:
+            self.role_baselines.values = dict(state.extra.get(ROLE_BASELINES, {}))
         self.completed_steps = state.step
 
     def save_checkpoint(self) -> Path:
@@ -420,10 +500,24 @@ class NativeTrainer:
             optimizer=self.optimizer.state_dict(),
             value_head=self.value_head.state_dict() if self.value_head is not None else None,
             rng=checkpoint.rng_states(),
+            extra=(
+                {ROLE_BASELINES: dict(self.role_baselines.values)}
+                if self.role_baselines is not None
+                else {}
+            ),
         )
         return checkpoint.save(
             self.output / "checkpoints", state, self.config.trainer.keep_checkpoints
         )
+
+    def _plotted_rates(self) -> dict[str, str]:
+        """Rates drawn beside the reward: the trained model's success against the others."""
+        if self.multiagent is None:
+            return {}
+        return {
+            TRAINED_SUCCESS: "train success rate (trained seats)",
+            f"val/{TRAINED_SUCCESS}": "validation success rate (trained seats)",
+        }
 
     def train(self) -> list[dict[str, Any]]:
         """Run to `trainer.steps` (from the last checkpoint with resume).
@@ -442,6 +536,10 @@ class NativeTrainer:
         )
         rows: list[dict[str, Any]] = list(log.earlier_rows)
         try:
+            if trainer.val_before_train and self.completed_steps == 0:
+                start = {"step": 0, **self.validate()}
+                log.write(start)
+                rows.append(start)
             with progress:
                 while self.completed_steps < trainer.steps:
                     row = self.train_step(self.completed_steps)
@@ -468,6 +566,7 @@ class NativeTrainer:
                 self.output / reporting.METRICS_FILE,
                 self.output / reporting.CURVE_FILE,
                 title=f"{self.config.model.name} on {self.config.env.id} ({self.config.algorithm.name})",
+                rates=self._plotted_rates(),
             )
         summary = {
             "steps": self.completed_steps,

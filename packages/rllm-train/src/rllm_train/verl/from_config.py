@@ -56,8 +56,27 @@ def _algorithm_overrides(algorithm: Any, trainer: Any) -> list[str]:
     ]
 
 
+def _refuse_native_only(config: Any) -> None:
+    """What the native backend trains and verl's agent loop cannot: one line, with the reason."""
+    from rllm_train.native.multiagent_setup import multiagent_module
+
+    if multiagent_module(config.env.id) is not None:
+        raise VerlConfigError(
+            f"env.id: {config.env.id!r} is a multi-agent env; multi-agent training runs on the "
+            "native backend only (--backend native): verl's agent loop returns one sequence per "
+            "sample, while a game yields one trajectory per seat, each with its own reward and "
+            "role group"
+        )
+    if config.algorithm.name == "rae":
+        raise VerlConfigError(
+            "algorithm.name: rae keeps per-role running baselines across steps, which verl's "
+            "advantage estimators do not; use it with --backend native, or grpo/rloo on verl"
+        )
+
+
 def spec_from_config(config: Any) -> VerlRunSpec:
     """The :class:`~rllm_train.verl.spec.VerlRunSpec` a ``TrainConfig`` describes."""
+    _refuse_native_only(config)
     if config.algorithm.sequence_mode != "trajectory":
         raise VerlConfigError(
             "algorithm.sequence_mode: verl's agent loop trains one sequence per episode; "
