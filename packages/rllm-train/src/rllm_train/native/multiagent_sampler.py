@@ -54,8 +54,10 @@ class MultiAgentSampler:
         frozen: dict[str, FrozenModel],
         max_batch_size: int,
         autocast_dtype: Any = None,
+        env_factory: Callable[[], Any] | None = None,
     ) -> None:
         self.model = model
+        self.env_factory = env_factory or setup.env_factory  # makes the env's parallel form
         self.tokenizer = tokenizer
         self.setup = setup
         self.agent_factory = agent_factory
@@ -116,7 +118,7 @@ class MultiAgentSampler:
     ) -> Rollout:
         self.model.eval()  # the trainer leaves it in train mode after an update
         runner = multiagent_engine(
-            self.setup.env_factory,
+            self.env_factory,
             self._policies(temperature, sampling_seed),
             self.setup.plans[0],
             n_parallel=len(seeds),

@@ -231,6 +231,7 @@ class NativeTrainer:
                     frozen=self.frozen_players,
                     max_batch_size=max_batch_size,
                     autocast_dtype=self.autocast_dtype,
+                    env_factory=self.env_factory,
                 )
                 return self._sampler
             self._sampler = ExecutionSampler(
