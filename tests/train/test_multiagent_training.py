@@ -18,10 +18,15 @@ from rllm_train import algorithms
 from rllm_train.cli import main
 from rllm_train.config import build_config
 from rllm_train.native import checkpoint
-from rllm_train.native.batch import episodes_to_sequences, to_tensors, trained_trajectories
+from rllm_train.native.batch import (
+    TrainSequence,
+    episodes_to_sequences,
+    to_tensors,
+    trained_trajectories,
+)
 from rllm_train.native.multiagent_setup import seating_plans
 from rllm_train.native.role_advantages import RoleBaselines, rae_advantages, role_key
-from rllm_train.native.trainer import ROLE_BASELINES, NativeTrainer
+from rllm_train.native.trainer import ROLE_BASELINES, NativeTrainer, informative_rows
 
 from tests.parts import require_part
 from tests.train.conftest import run_overrides
@@ -89,6 +94,39 @@ def test_per_trajectory_advantages_reach_every_model_token():
         episodes_to_sequences(episodes, ["1"], "trajectory", advantages=[0.1, 0.2])
 
 
+def test_rows_without_advantage_are_found_on_trained_tokens_only():
+    advantages = torch.tensor([[0.0, 0.0, 0.0], [0.0, 0.5, 0.5], [0.3, 0.0, 0.0]])
+    loss_mask = torch.tensor([[1.0, 1.0, 1.0], [0.0, 1.0, 1.0], [0.0, 1.0, 1.0]])
+    # Row 2's advantage sits on a prompt token only: it trains nothing.
+    assert informative_rows(advantages, loss_mask) == [1]
+
+
+def test_dropping_rows_without_advantage_gives_the_update_of_the_rows_that_have_one(
+    tmp_path, tiny_model
+):
+    """Group a scored the same twice (no advantage), group b did not: the update with
+    drop_zero_advantage on the whole batch equals the plain update on group b alone."""
+    sequences = [
+        TrainSequence([5, 6, 7, 8, 9], [0, 0, 1, 1, 1], reward, group)
+        for reward, group in ((1.0, "a"), (1.0, "a"), (1.0, "b"), (0.0, "b"))
+    ]
+
+    def updated(drop: bool, rows: list[int]) -> tuple[dict, dict]:
+        overrides = run_overrides(tmp_path / f"run-{drop}", tiny_model)
+        trainer = NativeTrainer(
+            build_config(overrides={**overrides, "algorithm.drop_zero_advantage": drop})
+        )
+        metrics = trainer.update(to_tensors([sequences[i] for i in rows], pad_id=0))
+        return metrics, weights(trainer.model)
+
+    dropped, after_drop = updated(True, [0, 1, 2, 3])
+    plain, after_plain = updated(False, [2, 3])
+    assert dropped["sequences_trained"] == 2 and plain["sequences_trained"] == 2
+    assert dropped["loss"] == pytest.approx(plain["loss"])
+    for name, tensor in after_plain.items():
+        torch.testing.assert_close(after_drop[name], tensor, msg=name)
+
+
 def test_rotated_seatings_give_every_policy_every_seat():
     spec = {"player_0": "trained", "*": "random"}
     assert seating_plans(["player_0", "player_1"], spec, rotate=False) == [
@@ -129,6 +167,10 @@ def test_rotated_seatings_give_every_policy_every_seat():
         (["--env", "kuhn_pokr_v0"], ("env.id", "multi-agent envs: tictactoe_v0, kuhn_poker_v0")),
         (["--env", "kuhn_poker_v0", "env.kwargs.no_such_arg=1"], ("env.kwargs", "no_such_arg")),
         (["algorithm.rae_decay=1.5"], ("algorithm.rae_decay", "below 1")),
+        (
+            ["--algorithm", "ppo", "algorithm.drop_zero_advantage=true"],
+            ("algorithm.drop_zero_advantage", "value head"),
+        ),
     ],
 )
 def test_bad_multiagent_config_is_one_line(capsys, tmp_path, argv, expected):
@@ -178,7 +220,11 @@ def test_self_play_trains_every_seat_with_groups_per_task_and_role(tmp_path, tin
             tmp_path / "run",
             tiny_model,
             "referential_v0",
-            **{"env.kwargs": {"rounds": 1}, "trainer.val_before_train": True},
+            **{
+                "env.kwargs": {"rounds": 1},
+                "trainer.val_before_train": True,
+                "algorithm.drop_zero_advantage": True,
+            },
         )
     )
     trainer = NativeTrainer(config)
@@ -186,9 +232,13 @@ def test_self_play_trains_every_seat_with_groups_per_task_and_role(tmp_path, tin
     episodes = trainer.last_episodes
     assert start["step"] == 0 and "val/policy/trained/success_rate" in start
     assert row["episodes"] == 4 and row["sequences"] == 8  # 2 tasks x 2 samples x 2 seats
-    groups = [s.group for s in episodes_to_sequences(episodes, ["a", "a", "b", "b"], "trajectory")]
+    sequences = episodes_to_sequences(episodes, ["a", "a", "b", "b"], "trajectory")
+    groups = [s.group for s in sequences]
     assert sorted(set(groups)) == ["a/listener", "a/speaker", "b/listener", "b/speaker"]
     assert all(groups.count(group) == 2 for group in groups)  # n samples of one task and role
+    # Only groups whose two samples scored differently have an advantage to train on.
+    differing = {g for g in groups if len({s.reward for s in sequences if s.group == g}) > 1}
+    assert row["sequences_trained"] == 2 * len(differing)
     for name in ("seat/speaker_0", "seat/listener_0", "role/speaker", "policy/trained"):
         assert 0.0 <= row[f"{name}/success_rate"] <= 1.0
     # The trained seats' reward is what the step reports: here both seats' mean.
@@ -208,6 +258,7 @@ def test_frozen_opponent_stays_frozen_and_only_the_trained_seat_learns(tmp_path,
                 "env.kwargs": {"rounds": 1},
                 "multiagent.seats": {"speaker_0": "frozen", "listener_0": "trained"},
                 "algorithm.name": "rae",  # the tiny model's listener pays invalid_penalty: a signal
+                "algorithm.drop_zero_advantage": True,  # RAE's first step: no zero advantage
                 "rollout.n": 1,
                 "rollout.tasks_per_step": 4,
             },
@@ -222,7 +273,7 @@ def test_frozen_opponent_stays_frozen_and_only_the_trained_seat_learns(tmp_path,
     # The frozen speaker played (its seat has tokens) but only the listener is trained on.
     speakers = [t for e in episodes for t in e.trajectories if t.name == "speaker_0"]
     assert all(t.response_ids and t.info["trainable"] is False for t in speakers)
-    assert row["episodes"] == 4 and row["sequences"] == 4
+    assert row["episodes"] == 4 and row["sequences"] == row["sequences_trained"] == 4
     assert row["advantage_abs_mean"] > 0 and row["grad_norm"] > 0
     changed = [
         n for n, p in trainer.model.named_parameters() if not torch.equal(p, trained_before[n])

@@ -103,6 +103,10 @@ class AlgorithmConfig:
     value_coef: float = 0.5  # PPO's value loss weight
     cliprange_value: float = 0.5
     rae_decay: float = 0.95  # rae: decay of each role's moving-average baseline
+    # Leave sequences whose advantage is 0 on every token (e.g. a GRPO group whose samples all
+    # scored the same) out of the update: the same gradient direction, less compute, and the
+    # token mean taken over the sequences that teach something (as SPIRAL and DAPO do).
+    drop_zero_advantage: bool = False
 
 
 @dataclass
@@ -336,6 +340,14 @@ def validate(config: TrainConfig) -> None:
     if not 0.0 <= config.algorithm.rae_decay < 1.0:
         raise ConfigError(
             f"algorithm.rae_decay: must be at least 0 and below 1, got {config.algorithm.rae_decay}"
+        )
+    if config.algorithm.drop_zero_advantage and (
+        config.algorithm.name == "ppo" or config.algorithm.kl_coef > 0
+    ):
+        raise ConfigError(
+            "algorithm.drop_zero_advantage: sequences without advantage still train PPO's value "
+            "head and the KL penalty; use it with grpo, rloo, reinforce_plus_plus or rae and "
+            "kl_coef=0"
         )
     if config.algorithm.name in ("grpo", "rloo") and config.rollout.n < 2:
         raise ConfigError(

@@ -98,6 +98,11 @@ def algorithm_settings(config: TrainConfig) -> algorithms.AlgorithmSettings:
     )
 
 
+def informative_rows(advantages: torch.Tensor, loss_mask: torch.Tensor) -> list[int]:
+    """The rows with a non-zero advantage on some trained token."""
+    return ((advantages != 0) & (loss_mask > 0)).any(dim=1).nonzero().squeeze(-1).tolist()
+
+
 def _seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
@@ -320,6 +325,23 @@ class NativeTrainer:
                 self.settings, batch.rewards, batch.loss_mask, batch.groups, values
             )
         total_tokens = float(batch.loss_mask.sum().clamp(min=1))
+        advantage_abs_mean = float((advantages.abs() * batch.loss_mask).sum() / total_tokens)
+        if self.config.algorithm.drop_zero_advantage:
+            # A sequence with no advantage on any token adds nothing to the policy gradient:
+            # leave it out of the forward/backward (its group taught nothing this step).
+            keep = informative_rows(advantages, batch.loss_mask)
+            if not keep:
+                return {
+                    **dict.fromkeys(UPDATE_METRICS, 0.0),
+                    "sequences_trained": 0,
+                    "advantage_abs_mean": advantage_abs_mean,
+                }
+            batch = batch.rows(keep)
+            width = batch.input_ids.shape[1]
+            advantages, returns = advantages[keep, :width], returns[keep, :width]
+            if old_logprobs is not None:
+                old_logprobs = old_logprobs[keep, :width]
+            total_tokens = float(batch.loss_mask.sum().clamp(min=1))
         # Metrics stay on the device until the update is done: reading one back per
         # micro-batch (.item()) would make a GPU drain its queue before every next forward.
         sums = _MetricSums()
@@ -379,9 +401,8 @@ class NativeTrainer:
         metrics = sums.read()
         metrics["time/forward_backward_s"] = forward_backward
         metrics["time/optimizer_s"] = optimizer_seconds
-        metrics["advantage_abs_mean"] = float(
-            (advantages.abs() * batch.loss_mask).sum() / total_tokens
-        )
+        metrics["advantage_abs_mean"] = advantage_abs_mean
+        metrics["sequences_trained"] = len(batch)
         return metrics
 
     @torch.no_grad()
