@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 
 import pytest
+from rllm_agents.cli import eval as rllm_eval
 from rllm_agents.cli import eval_multiagent
 from rllm_agents.types import Episode
 
 
 def run(tmp_path, *argv: str) -> tuple[dict, list[Episode]]:
+    """Through `rllm-eval`'s own entry point, which hands multi-agent env modules on."""
     out = tmp_path / "run"
-    code = eval_multiagent.main([*argv, "--output", str(out), "--no-progress"])
+    code = rllm_eval.main([*argv, "--output", str(out), "--no-progress"])
     assert code == 0
     summary = json.loads((out / "summary.json").read_text())
     lines = (out / "episodes.jsonl").read_text().splitlines()  # written as games finish
@@ -61,7 +63,7 @@ def test_a_fixed_seat_and_self_play(tmp_path):
 )
 def test_bad_input_is_one_clear_error(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
-        eval_multiagent.main(["--env", "tictactoe_v0", "--model", "tiny", *argv])
+        rllm_eval.main(["--env", "tictactoe_v0", "--model", "tiny", *argv])
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
 

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rllm_agents.cli import eval_multiagent
 from rllm_agents.cli.usage import (
     CommandParser,
     UsageError,
@@ -268,8 +269,11 @@ def print_summary(summary: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    if eval_multiagent.requested(arguments):  # a PettingZoo env module: games, not episodes
+        return eval_multiagent.main(arguments)
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser().parse_args(arguments)
         episodes, summary = event_loop.run(evaluate(args, freeze_setup=True))
     except UsageError as error:
         return report_usage_error(PROG, error)
