@@ -77,6 +77,7 @@ class _Run:
     agent: BaseAgent
     conversation: TokenConversation | None = None
     last_info: dict[str, Any] = dataclasses.field(default_factory=dict)
+    reset_task_id: Any = None  # many envs name their task only in reset's info
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
@@ -265,6 +266,7 @@ class AgentExecutionEngine:
         observation, info = await slot.call("reset", seed=run.seed, options=options)
         reset_time = time.perf_counter() - started
         run.last_info = dict(info)
+        run.reset_task_id = info.get("task_id")
         run.agent.update_from_env(observation, 0.0, False, info)
         if info.get("failure"):
             return TerminationReason.ENV_FAILURE
@@ -391,8 +393,9 @@ def env_ending(info: dict[str, Any], terminated: bool, truncated: bool) -> Termi
 
 
 def _task_key(run: _Run) -> str:
-    """What groups samples of the same task (for pass@k): task id, else seed, else position."""
-    task_id = run.last_info.get("task_id")
+    """What groups samples of the same task (for pass@k): the task id the env gave (in its last
+    info, else in reset's), else the seed, else the position."""
+    task_id = run.last_info.get("task_id", run.reset_task_id)
     if task_id is not None:
         return str(task_id)
     if run.task is None and run.seed is not None:
