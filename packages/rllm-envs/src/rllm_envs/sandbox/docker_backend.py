@@ -75,7 +75,10 @@ def _owner_alive(tag: str) -> bool:
 def sweep_orphans(client: Any) -> int:
     """Remove labelled sandbox containers whose owner process is gone; return how many."""
     removed = 0
-    for container in client.containers.list(all=True, filters={"label": f"{LABEL}=1"}):
+    # The SDK inspects every container it lists; ignore_removed keeps one that another process
+    # removes meanwhile from failing the whole listing with NotFound.
+    listed = client.containers.list(all=True, filters={"label": f"{LABEL}=1"}, ignore_removed=True)
+    for container in listed:
         if not _owner_alive(container.labels.get(OWNER_LABEL, "")):
             try:
                 container.remove(force=True)

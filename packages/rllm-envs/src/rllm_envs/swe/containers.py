@@ -62,19 +62,6 @@ def runner_source() -> bytes:
     return resources.files("rllm_envs.swe").joinpath(RUNNER_NAME).read_bytes()
 
 
-def _sweep_dead_owners(client: Any, attempts: int = 5) -> None:
-    """The sandbox's sweep of containers whose owner died, tried again when a container vanished
-    under it: the SDK's listing inspects every container it found, and one that another
-    process removes in between makes the whole listing fail with NotFound."""
-    for attempt in range(attempts):
-        try:
-            sweep_orphans(client)
-            return
-        except Exception as error:
-            if getattr(error, "status_code", None) != 404 or attempt == attempts - 1:
-                raise
-
-
 @dataclass(frozen=True)
 class ContainerSettings:
     """How SWE containers start: the policy's cgroup limits, no network, no capabilities but
@@ -244,7 +231,7 @@ class WorkspacePool:
         if spares < 0:
             raise ValueError(f"spares must be at least 0, got {spares}")
         self.client = docker_client(base_url)
-        _sweep_dead_owners(self.client)
+        sweep_orphans(self.client)
         self.settings = settings
         self.spares = spares
         self._owned: set[str] = set()
