@@ -56,7 +56,7 @@ from rllm_agents.execution.dispatch import (
 from rllm_agents.execution.env_slot import EnvSlot, FactoryProbe, LoopPacer, check_call_policy
 from rllm_agents.execution.progress import RewardProgress
 from rllm_agents.metrics import summarize_episodes
-from rllm_agents.types import Episode, Step, TerminationReason
+from rllm_agents.types import Episode, Step, TerminationReason, Trajectory
 
 
 class EpisodeEnded(Exception):
@@ -350,16 +350,7 @@ class AgentExecutionEngine:
     def _build_episode(self, run: _Run, reason: TerminationReason, error: str | None) -> Episode:
         trajectory = run.agent.trajectory
         trajectory.task = run.task
-        conversation = run.conversation
-        if conversation is not None and conversation.segments:
-            trajectory.info["prefix_consistent"] = conversation.prefix_consistent
-            trajectory.info["token_segments"] = len(conversation.segments)
-            if conversation.prefix_consistent:
-                segment = conversation.segments[0]
-                trajectory.prompt_ids = list(segment.prompt_ids)
-                trajectory.response_ids = list(segment.response_ids)
-                trajectory.response_mask = list(segment.response_mask)
-                trajectory.response_logprobs = list(segment.response_logprobs)
+        record_tokens(trajectory, run.conversation)
         steps = trajectory.steps
         task_key = _task_key(run)
         return Episode(
@@ -390,6 +381,22 @@ def env_ending(info: dict[str, Any], terminated: bool, truncated: bool) -> Termi
     if truncated:
         return TerminationReason.ENV_TRUNCATED
     return None
+
+
+def record_tokens(trajectory: Trajectory, conversation: TokenConversation | None) -> None:
+    """Put a token-in/token-out conversation on its trajectory: the whole token list when the
+    conversation is prefix-consistent (one sequence holds every prompt the model saw), and
+    in any case how many segments it took."""
+    if conversation is None or not conversation.segments:
+        return
+    trajectory.info["prefix_consistent"] = conversation.prefix_consistent
+    trajectory.info["token_segments"] = len(conversation.segments)
+    if conversation.prefix_consistent:
+        segment = conversation.segments[0]
+        trajectory.prompt_ids = list(segment.prompt_ids)
+        trajectory.response_ids = list(segment.response_ids)
+        trajectory.response_mask = list(segment.response_mask)
+        trajectory.response_logprobs = list(segment.response_logprobs)
 
 
 def _task_key(run: _Run) -> str:

@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from rllm_agents.execution.engine import env_ending
+from rllm_agents.execution.engine import env_ending, record_tokens
 from rllm_agents.execution.env_slot import EnvSlot, FactoryProbe, LoopPacer, check_call_policy
 from rllm_agents.execution.policies import Policy, SeatPlay
 from rllm_agents.execution.workflow import AgentWorkflowEngine, Workflow
@@ -357,16 +357,7 @@ class MultiAgentWorkflow(Workflow):
         for key in ("outcome", "is_correct", "end_reason"):
             if info.get(key) is not None:
                 trajectory.info[key] = info[key]
-        conversation = play.conversation
-        if conversation is not None and conversation.segments:
-            trajectory.info["prefix_consistent"] = conversation.prefix_consistent
-            trajectory.info["token_segments"] = len(conversation.segments)
-            if conversation.prefix_consistent:
-                segment = conversation.segments[0]
-                trajectory.prompt_ids = list(segment.prompt_ids)
-                trajectory.response_ids = list(segment.response_ids)
-                trajectory.response_mask = list(segment.response_mask)
-                trajectory.response_logprobs = list(segment.response_logprobs)
+        record_tokens(trajectory, play.conversation)
         return trajectory
 
 
