@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rllm_agents.execution.ray_executor import RayExecutor, WorkerRecord
 from rllm_agents.execution.ray_worker import unpack_images
 from rllm_agents.types import Episode, TerminationReason
+
+if TYPE_CHECKING:  # the executor imports this module when a run opens
+    from rllm_agents.execution.ray_executor import RayExecutor, WorkerRecord
 
 WORKER_LOST = "worker_lost"
 

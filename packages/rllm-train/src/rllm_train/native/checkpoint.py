@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 LATEST = "latest"
+STATE_FILE = "state.pt"
 
 
 @dataclass
@@ -80,8 +81,8 @@ def save(directory: Path, state: TrainState, keep: int) -> Path:
         "rng": state.rng,
         "extra": state.extra,
     }
-    torch.save(payload, staging / "state.pt")
-    with (staging / "state.pt").open("rb") as handle:
+    torch.save(payload, staging / STATE_FILE)
+    with (staging / STATE_FILE).open("rb") as handle:
         os.fsync(handle.fileno())
     shutil.rmtree(final, ignore_errors=True)
     os.replace(staging, final)
@@ -105,7 +106,7 @@ def load_latest(directory: Path) -> TrainState | None:
     pointer = directory / LATEST
     if not pointer.is_file():
         return None
-    path = directory / pointer.read_text(encoding="utf-8").strip() / "state.pt"
+    path = directory / pointer.read_text(encoding="utf-8").strip() / STATE_FILE
     payload = torch.load(path, map_location="cpu", weights_only=False)
     return TrainState(
         step=int(payload["step"]),
@@ -114,4 +115,20 @@ def load_latest(directory: Path) -> TrainState | None:
         value_head=payload["value_head"],
         rng=payload["rng"],
         extra=payload.get("extra", {}),
+    )
+
+
+def checkpoint_file(path: str | Path) -> Path:
+    """The checkpoint file `path` names: a run's output dir or its ``checkpoints/`` dir (the
+    latest checkpoint), a ``checkpoints/step_N`` dir, or the ``state.pt`` file itself."""
+    root = Path(path)
+    for pointer in (root / "checkpoints" / LATEST, root / LATEST):
+        if pointer.is_file():
+            return pointer.parent / pointer.read_text(encoding="utf-8").strip() / STATE_FILE
+    for candidate in (root / STATE_FILE, root):
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError(
+        f"no trainer checkpoint at {str(path)!r} (give a run's output dir, its checkpoints/ "
+        "dir or a checkpoints/step_N dir)"
     )

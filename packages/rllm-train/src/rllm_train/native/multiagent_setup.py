@@ -65,7 +65,7 @@ def check_policy(key: str, name: Any) -> str:
     if not (model_policy or (isinstance(name, str) and name in scripted_players())):
         raise ConfigError(f"{key}: unknown policy {name!r}; choose from {policy_choices()}")
     if name.startswith(FROZEN_CHECKPOINT):
-        from rllm_train.native.opponents import checkpoint_file
+        from rllm_train.native.checkpoint import checkpoint_file
 
         try:
             checkpoint_file(name.removeprefix(FROZEN_CHECKPOINT))

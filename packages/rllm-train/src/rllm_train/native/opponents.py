@@ -8,7 +8,6 @@ gradient: ``requires_grad`` is off and the optimizer never sees them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -18,8 +17,6 @@ from rllm_train.native import checkpoint
 from rllm_train.native.models import frozen_copy
 from rllm_train.native.multiagent_setup import FROZEN, FROZEN_CHECKPOINT, OTHER_MODEL
 
-STATE_FILE = "state.pt"
-
 
 @dataclass
 class FrozenModel:
@@ -27,25 +24,11 @@ class FrozenModel:
     tokenizer: Any
 
 
-def checkpoint_file(path: str | Path) -> Path:
-    """The checkpoint file `path` names: a run's output dir or its ``checkpoints/`` dir (the
-    latest checkpoint), a ``checkpoints/step_N`` dir, or the ``state.pt`` file itself."""
-    root = Path(path)
-    for pointer in (root / "checkpoints" / checkpoint.LATEST, root / checkpoint.LATEST):
-        if pointer.is_file():
-            return pointer.parent / pointer.read_text(encoding="utf-8").strip() / STATE_FILE
-    for candidate in (root / STATE_FILE, root):
-        if candidate.is_file():
-            return candidate
-    raise FileNotFoundError(
-        f"no trainer checkpoint at {str(path)!r} (give a run's output dir, its checkpoints/ "
-        "dir or a checkpoints/step_N dir)"
-    )
-
-
 def _with_checkpoint(policy: Any, path: str) -> Any:
     copy = frozen_copy(policy)
-    weights = torch.load(checkpoint_file(path), map_location="cpu", weights_only=False)["model"]
+    weights = torch.load(checkpoint.checkpoint_file(path), map_location="cpu", weights_only=False)[
+        "model"
+    ]
     expected = {name for name, p in policy.named_parameters() if p.requires_grad}
     missing = expected - set(weights)
     if missing:
