@@ -58,6 +58,9 @@ from rllm_agents.types import TerminationReason  # noqa: E402
 OVERHEAD_GOAL_MS = 0.2
 SPEEDUP_GOALS = {2: 1.8, 4: 3.0}
 KILL_GOAL_EXTRA_S = 3.0
+# The lake's own move limit (2 * size**2: 18 on a 3x3 lake) stays above every run's turn limit,
+# so each episode ends at the engine's max_turns and every run plays the same number of steps.
+LAKE = {"max_turns": 1_000}
 NODE = {"num_cpus": 2, "resources": {"rollout": 2}}  # two workers per node
 
 
@@ -74,7 +77,7 @@ class BlockingLake(gym.Wrapper):
 
 
 def blocking_lake(step_s: float) -> gym.Env:
-    return BlockingLake(gym.make("rllm/FrozenLake-v0"), step_s)
+    return BlockingLake(gym.make("rllm/FrozenLake-v0", **LAKE), step_s)
 
 
 def engine_for(server: CannedServer, env_factory, executor, parallel: int, turns: int):
@@ -114,7 +117,7 @@ class StepActor:
     """One env on an actor, stepped by remote calls (for the per-step comparison)."""
 
     def __init__(self) -> None:
-        self.env = gym.make("rllm/FrozenLake-v0")
+        self.env = gym.make("rllm/FrozenLake-v0", **LAKE)
 
     def reset(self, seed: int) -> None:
         self.env.reset(seed=seed)
@@ -126,7 +129,7 @@ class StepActor:
 def overhead(server: CannedServer, args: argparse.Namespace) -> dict:
     turns, episodes = args.overhead_turns, args.overhead_episodes
     seeds = list(range(episodes))
-    spec = EnvSpec("rllm/FrozenLake-v0")
+    spec = EnvSpec("rllm/FrozenLake-v0", LAKE)
     executor = RayExecutor(workers=1, resources={"rollout": 1})
     remote = engine_for(server, spec, executor, 1, turns)
     here = engine_for(server, spec, "inline", 1, turns)
