@@ -488,7 +488,8 @@ ROLLOUT_SIDES = ("lockstep", "async", "before")
 
 
 def compare_rollouts(trainer: NativeTrainer, steps: int, repeats: int, before) -> None:
-    """Each step's rollouts by every side (fastest of `repeats`); medians after the warm-up."""
+    """Each step's rollouts by every side (fastest of `repeats`, the sides taking turns so that
+    load from other work lands on all of them alike); medians after the warm-up."""
     from rllm_train.native.trainer import step_sampling_seed, step_task_seeds
 
     rollout, run_seed = trainer.config.rollout, trainer.config.trainer.seed
@@ -509,23 +510,26 @@ def compare_rollouts(trainer: NativeTrainer, steps: int, repeats: int, before) -
     for step in range(steps):
         task_seeds = step_task_seeds(run_seed, step, rollout.tasks_per_step)
         seeds = [seed for seed in task_seeds for _ in range(rollout.n)]
-        cells = []
-        for side, sampler in samplers.items():
-            best, tokens = float("inf"), 0
-            for _ in range(repeats):
+        best = dict.fromkeys(samplers, float("inf"))
+        tokens = dict.fromkeys(samplers, 0)
+        for _ in range(repeats):
+            for side, sampler in samplers.items():
                 started = time.perf_counter()
                 result = sampler.sample(
                     seeds, rollout.temperature, step_sampling_seed(run_seed, step)
                 )
-                best = min(best, time.perf_counter() - started)
-                tokens = sum(len(s.response_ids) for e in result.episodes for s in steps_of(e))
-            if step > 0 or steps == 1:
-                times[side].append(best)
-            cells.append(f"{best:10.2f} {tokens:5d}")
+                best[side] = min(best[side], time.perf_counter() - started)
+                tokens[side] = sum(
+                    len(s.response_ids) for e in result.episodes for s in steps_of(e)
+                )
+        if step > 0 or steps == 1:
+            for side in samplers:
+                times[side].append(best[side])
+        cells = [f"{best[side]:10.2f} {tokens[side]:5d}" for side in samplers]
         print(f"{step + 1:>4} | " + " | ".join(cells) + (" (warm-up)" if step == 0 else ""))
     samplers["async"].close()
     medians = {f"{side}_s_median": statistics.median(values) for side, values in times.items()}
-    if "before" in medians:
+    if "before_s_median" in medians:
         medians["lockstep_to_before_ratio"] = (
             medians["lockstep_s_median"] / medians["before_s_median"]
         )
@@ -536,7 +540,7 @@ def compare_rollouts(trainer: NativeTrainer, steps: int, repeats: int, before) -
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="tiny")
-    parser.add_argument("--env", default="rllm_train.default_task:rllm_train/Arithmetic-v0")
+    parser.add_argument("--env", default="rllm/Arithmetic-v0")
     parser.add_argument("--steps", type=int, default=4, help="steps, the first one a warm-up")
     parser.add_argument(
         "--repeats", type=int, default=2, help="replays of each step per side (the fastest counts)"
