@@ -33,16 +33,19 @@ model server's limit, and how much the local engine gains from batching.
    ``--eval-latency`` (1 s), ``--eval-parallel`` (256) agents and ``--eval-episodes-per-agent``
    (2) one-turn FrozenLake episodes each (512 episodes; ideal 2 s). Timed four ways: the whole
    process (interpreter start, imports, the evaluation, the printed table), the evaluation
-   (``main()`` entered to ``summary.json`` written) and the requests (the server's first request
-   to the last episode written). Beside each process, in the same round, the same interpreter
-   only imports the third-party libraries the command loads (``EVAL_IMPORT_FLOOR``: numpy,
-   Gymnasium, aiohttp, rich, asyncio; the fastest of three tries); "own" is the process less
-   that floor - what rllm-eval itself adds, its own modules' imports included. The floor alone is about a fifth of the 2 s
-   ideal on the 2-core machine (aiohttp's import builds its TLS contexts from the system CA
-   bundle), so the whole process cannot reach 90 % of ideal at this scale; the floor is printed
-   so that the two shares can be told apart. The command runs as a user's Python does, writing
-   and reusing bytecode caches (an inherited ``PYTHONDONTWRITEBYTECODE`` is dropped), after one
-   untimed warm-up run.
+   (``main()`` entered to ``summary.json`` written), the requests (the server's first request
+   to the last episode written) and "own": the process less the import floor, which is the
+   same interpreter importing only the third-party libraries the command loads
+   (``EVAL_IMPORT_FLOOR``: numpy, Gymnasium, aiohttp, rich, asyncio; the fastest of three
+   tries, in the same round). Own is what rllm-eval itself adds, its own modules' imports
+   included. The floor alone is about a fifth of the 2 s ideal on the 2-core machine
+   (aiohttp's import builds its TLS contexts from the system CA bundle), so the whole process
+   cannot reach 90 % of ideal at this scale; both are printed so that the shares can be told
+   apart. Also in each round, "plain": the same requests (256 clients, two in turn each) from
+   plain aiohttp in this process, with nothing else to do - how close to the ideal the server
+   itself lets any client come. The command runs as a user's Python does, writing and reusing
+   bytecode caches (an inherited ``PYTHONDONTWRITEBYTECODE`` is dropped), after one untimed
+   warm-up run.
 3. Local engine: completion tokens/s of ``LocalEngine`` with 16 concurrent requests against one
    request at a time, same prompts, sampled at temperature 1 with a fixed budget (goal >= 5x).
    Single and concurrent rounds alternate and the best round of each counts, so a burst of
@@ -269,6 +272,8 @@ class EvalRun:
     percent_eval: float
     percent_requests: float
     imports_s: float  # process start to main(): interpreter and imports
+    plain_s: float  # plain aiohttp sending the same requests (same server, same round)
+    percent_plain: float
     floor_s: float  # the interpreter importing only the third-party libraries (same round)
     own_s: float  # process_s - floor_s: what rllm-eval adds to the libraries it stands on
     percent_own: float
@@ -301,6 +306,27 @@ def _import_floor_s(tries: int = 3) -> float:
     return min(times)
 
 
+async def _plain_client_s(base_url: str, parallel: int, per_agent: int) -> float:
+    """The same requests as the eval's, from plain aiohttp with nothing else to do: seconds
+    from the first request sent to the last answer read (what the server itself allows)."""
+    import aiohttp
+
+    body = json.dumps(
+        {"model": "canned", "messages": [{"role": "user", "content": "x" * 600}], "max_tokens": 16}
+    ).encode()
+    connector = aiohttp.TCPConnector(limit=parallel)
+    async with aiohttp.ClientSession(connector=connector) as session:
+
+        async def agent() -> None:
+            for _ in range(per_agent):
+                async with session.post(base_url + "/chat/completions", data=body) as response:
+                    await response.read()
+
+        started = time.perf_counter()
+        await asyncio.gather(*(agent() for _ in range(parallel)))
+        return time.perf_counter() - started
+
+
 def _eval_run(parallel: int, per_agent: int, latency: float) -> EvalRun:
     """``rllm-eval`` as a user runs it: 1-turn FrozenLake episodes, `per_agent` per agent."""
     script = shutil.which("rllm-eval", path=str(Path(sys.executable).parent))
@@ -320,6 +346,7 @@ def _eval_run(parallel: int, per_agent: int, latency: float) -> EvalRun:
                 argv, capture_output=True, text=True, timeout=600, env=_user_python_env()
             )
             ended = time.time()
+            plain_s = asyncio.run(_plain_client_s(server.base_url, parallel, per_agent))
         if result.returncode != 0:
             raise RuntimeError(f"rllm-eval failed ({result.returncode}): {result.stderr[-2000:]}")
         summary = json.loads((output / "summary.json").read_text())
@@ -342,6 +369,8 @@ def _eval_run(parallel: int, per_agent: int, latency: float) -> EvalRun:
         percent_eval=round(100 * ideal / eval_s, 1),
         percent_requests=round(100 * ideal / requests_s, 1),
         imports_s=round(summary["started_at"] - started, 3),
+        plain_s=round(plain_s, 3),
+        percent_plain=round(100 * ideal / plain_s, 1),
         floor_s=round(floor_s, 3),
         own_s=round(process_s - floor_s, 3),
         percent_own=round(100 * ideal / (process_s - floor_s), 1),
@@ -357,13 +386,15 @@ def _print_eval_runs(runs: list[EvalRun], latency: float) -> None:
     print(
         "  timed: process = the whole command (interpreter start, imports, eval, table); "
         "eval = main() to summary.json written; requests = server's first request to last "
-        "episode written; own = process less the third-party import floor"
+        "episode written; own = process less the third-party import floor; plain = the same "
+        "requests from plain aiohttp with nothing else to do (the server's own limit)"
     )
     for label, seconds, percent in (
         ("process", "process_s", "percent_process"),
         ("own", "own_s", "percent_own"),
         ("eval", "eval_s", "percent_eval"),
         ("requests", "requests_s", "percent_requests"),
+        ("plain", "plain_s", "percent_plain"),
     ):
         ordered = sorted(runs, key=lambda r: getattr(r, percent))
         median = ordered[len(ordered) // 2]

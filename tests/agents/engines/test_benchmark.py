@@ -32,7 +32,8 @@ def test_agent_throughput_harness_runs(capsys):
         # Nothing can beat the server's latency; far below it would mean the harness is broken.
         assert 10 < run["percent_of_ideal"] <= 101
         assert run["server_max_in_flight"] == run["parallel"]  # the agents waited concurrently
-    # rllm-eval as a command: 8 agents, 2 one-turn episodes each, timed four ways.
+    # rllm-eval as a command: 8 agents, 2 one-turn episodes each, timed four ways,
+    # and plain aiohttp sending the same requests.
     (eval_run,) = report["eval"]
     assert eval_run["episodes"] == 16 and eval_run["ideal_s"] == 0.4
     assert eval_run["requests_s"] <= eval_run["eval_s"] <= eval_run["process_s"]
@@ -40,5 +41,6 @@ def test_agent_throughput_harness_runs(capsys):
     # Beside it, the interpreter importing only the third-party libraries: part of the process.
     assert 0 < eval_run["floor_s"] < eval_run["process_s"]
     assert abs(eval_run["own_s"] - (eval_run["process_s"] - eval_run["floor_s"])) < 0.002
+    assert 0.4 <= eval_run["plain_s"]  # plain aiohttp cannot beat the server's latency either
     out = capsys.readouterr().out
     assert "% ideal" in out and "rllm-eval end to end" in out
