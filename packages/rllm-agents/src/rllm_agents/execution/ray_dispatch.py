@@ -13,7 +13,7 @@ import asyncio
 import collections
 from typing import TYPE_CHECKING, Any
 
-from rllm_agents.execution.ray_worker import unpack_images
+from rllm_agents.execution.ray_worker import receive_episode
 from rllm_agents.types import Episode, TerminationReason
 
 if TYPE_CHECKING:  # the executor imports this module when a run opens
@@ -84,9 +84,11 @@ class RayEpisodes:
                 reasons.append(str(error))
                 break
             try:
-                episode = await asyncio.wait_for(
-                    _answer(worker.handle.run_episode.remote(index, task, seed)),
-                    self._answer_timeout,
+                episode = receive_episode(
+                    await asyncio.wait_for(
+                        _answer(worker.handle.run_episode.remote(index, task, seed)),
+                        self._answer_timeout,
+                    )
                 )
             except asyncio.TimeoutError:
                 reasons.append(f"no answer within {self._answer_timeout:.0f}s")
@@ -104,7 +106,7 @@ class RayEpisodes:
             if reasons:
                 episode.info["ray_attempt_errors"] = reasons
                 self.metrics["ray_episode_retries"] += len(reasons)
-            return unpack_images(episode)
+            return episode
         self.metrics["ray_episodes_lost"] += 1
         message = f"lost its Ray worker {len(reasons)} time(s): " + " | ".join(reasons)
         return _failed_episode(index, task, seed, message, WORKER_LOST, len(reasons))

@@ -7,7 +7,10 @@ by its digest, so a run with the same setup as the last one ships nothing but th
 ``run_episode`` call then plays one whole episode here, with the execution engine's own
 episode loop: env reset, the agent's turns against the model server, every env step, on one
 of the worker's env slots (the env reused by the slot's next episode, as in-process runs do).
-Only the finished Episode goes back.
+Only the finished Episode goes back, pickled here into one byte string (:func:`ship_episode`):
+Ray's serializer visits an object tree node by node in Python and took about 1.2 ms more for a
+20-turn FrozenLake episode than for the same episode as bytes (2-core machine; a whole remote
+call costs about 2 ms there).
 
 Images in observations (``Web-v0``'s screenshots) travel as lossless PNG instead of raw
 arrays - a 1280x720 screenshot is 2.7 MB raw and tens of KB as PNG - and the driver turns
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import io
 import os
+import pickle
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,11 +63,13 @@ class EpisodeWorker:
         await self.end()
         self._episodes = self._runner.local_episodes(capacity)
 
-    async def run_episode(self, index: int, task: dict[str, Any] | None, seed: int | str | None):
-        """Episode `index` of the run (`seed`: its env seed, or a workflow's uid)."""
+    async def run_episode(
+        self, index: int, task: dict[str, Any] | None, seed: int | str | None
+    ) -> bytes:
+        """Episode `index` of the run (`seed`: its env seed, or a workflow's uid), shipped."""
         if self._episodes is None:
             raise RuntimeError("run_episode before begin: the worker has no run open")
-        return pack_images(await self._episodes.run(index, task, seed))
+        return ship_episode(await self._episodes.run(index, task, seed))
 
     async def end(self) -> None:
         """Close the run's envs (containers, browsers), their threads and model connections."""
@@ -73,6 +79,17 @@ class EpisodeWorker:
         engine = getattr(self._runner, "engine", None)  # a workflow's sits in its factory
         if engine is not None:
             await engine.aclose()  # reconnects on the next run's first request
+
+
+def ship_episode(episode: Episode) -> bytes:
+    """What a worker returns for `episode`: its images as PNG, the whole pickled at once."""
+    return pickle.dumps(pack_images(episode), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def receive_episode(shipped: bytes) -> Episode:
+    """The driver's copy of a shipped episode, images back as arrays (the worker is the
+    driver's own actor, as trusted as the pickles Ray itself moves between them)."""
+    return unpack_images(pickle.loads(shipped))
 
 
 def pack_images(episode: Episode) -> Episode:
