@@ -306,7 +306,11 @@ def main(argv: list[str] | None = None) -> dict:
         ray.shutdown()
         cluster.shutdown()
     report["load_average"] = round(os.getloadavg()[0], 2)
-    print(f"load average {report['load_average']} (2 cores shared: times are noisy)")
+    report["cpus"] = os.cpu_count()
+    print(
+        f"load average {report['load_average']} on {report['cpus']} CPUs (the head, three "
+        "nodes, the latency server and this driver share them: on few cores times are noisy)"
+    )
     if args.json:
         print(json.dumps(report))
     return report
