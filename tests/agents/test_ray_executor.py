@@ -22,7 +22,13 @@ from rllm_agents.agents import FrozenLakeAgent, TextAgent
 from rllm_agents.engines.openai import OpenAIEngine
 from rllm_agents.execution import AgentExecutionEngine, AgentWorkflowEngine, SingleTurnWorkflow
 from rllm_agents.execution.env_spec import EnvSpec
-from rllm_agents.execution.ray_worker import PngImage, pack_images, unpack_images
+from rllm_agents.execution.ray_worker import (
+    PngImage,
+    pack_images,
+    receive_episode,
+    ship_episode,
+    unpack_images,
+)
 from rllm_agents.testing.fault_server import FaultServer
 from rllm_agents.types import Episode, Step, TerminationReason, Trajectory
 
@@ -370,6 +376,22 @@ def test_screenshots_travel_as_png_and_come_back_identical():
     restored = unpack_images(packed).trajectories[0].steps[0].observation
     assert restored["text"] == "page"
     assert np.array_equal(restored["screenshot"], image)
+
+
+def test_a_worker_ships_an_episode_as_one_small_byte_string():
+    page = np.full((720, 1280, 3), 255, dtype=np.uint8)  # a screenshot: mostly blank
+    page[100:200, 100:600] = (30, 60, 90)
+    step = Step(observation={"text": "page", "screenshot": page}, reward=1.0)
+    episode = Episode(id="task-3:7", trajectories=[Trajectory(steps=[step])], is_correct=True)
+    wire = ship_episode(episode)
+    assert isinstance(wire, bytes) and len(wire) < page.nbytes // 100  # PNG, not 2.7 MB raw
+    back = receive_episode(wire)
+    assert np.array_equal(back.trajectories[0].steps[0].observation["screenshot"], page)
+    assert (back.id, back.is_correct, back.trajectories[0].steps[0].reward) == (
+        "task-3:7",
+        True,
+        1.0,
+    )
 
 
 def test_env_kinds_route_by_id_and_arguments():
