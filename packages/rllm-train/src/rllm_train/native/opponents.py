@@ -26,9 +26,8 @@ class FrozenModel:
 
 def _with_checkpoint(policy: Any, path: str) -> Any:
     copy = frozen_copy(policy)
-    weights = torch.load(checkpoint.checkpoint_file(path), map_location="cpu", weights_only=False)[
-        "model"
-    ]
+    state = torch.load(checkpoint.checkpoint_file(path), map_location="cpu", weights_only=False)
+    weights = state["model"]
     expected = {name for name, p in policy.named_parameters() if p.requires_grad}
     missing = expected - set(weights)
     if missing:
