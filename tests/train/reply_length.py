@@ -29,3 +29,17 @@ def make(**kwargs) -> gym.Env:
 
 if ENV_ID not in gym.registry:
     gym.register(ENV_ID, entry_point=make)
+
+
+# rllm/FrozenLake-v0 as it is (multi-turn moves on a seeded lake), its reward the reply's
+# length: a multi-turn env on which the tiny model's samples differ in reward.
+LAKE_ENV_ID = "rllm_test/LakeReplyLength-v0"
+LAKE_MODULE_ENV_ID = f"{__name__}:{LAKE_ENV_ID}"
+
+
+def make_lake(**kwargs) -> gym.Env:
+    return RewardByReplyLength(gym.make("rllm/FrozenLake-v0", **kwargs))
+
+
+if LAKE_ENV_ID not in gym.registry:
+    gym.register(LAKE_ENV_ID, entry_point=make_lake)

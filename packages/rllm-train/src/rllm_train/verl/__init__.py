@@ -39,8 +39,15 @@ def dry_run(config: Any) -> str:
 
 def run(config: Any) -> None:
     """Train with verl's trainer on Ray; `config` is a ``TrainConfig`` or a :class:`VerlRunSpec`."""
+    from pathlib import Path
+
+    from rllm_train.config import TrainConfig, save_config
     from rllm_train.verl.launch import run as _run
 
+    if isinstance(config, TrainConfig):  # the same config.yaml as the native backend writes
+        output = Path(config.trainer.output)
+        output.mkdir(parents=True, exist_ok=True)
+        save_config(config, output / "config.yaml")
     _run(as_spec(config))
 
 

@@ -54,6 +54,8 @@ def _hydra_value(value: Any) -> str:
         return "true" if value else "false"
     if value is None:
         return "null"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{key}:{_hydra_value(item)}" for key, item in value.items()) + "}"
     if isinstance(value, (list, tuple)):
         return "[" + ",".join(_hydra_value(item) for item in value) + "]"
     if isinstance(value, str):
@@ -121,21 +123,61 @@ SETTINGS: dict[str, Callable[[VerlRunSpec, RunFiles], Any]] = {
     "trainer.default_local_dir": lambda s, f: str(f.checkpoint_dir),
     "trainer.project_name": lambda s, f: s.project_name,
     "trainer.experiment_name": lambda s, f: s.experiment_name,
-    "trainer.logger": lambda s, f: list(s.loggers),
+    # verl's file logger feeds the run's metrics.jsonl (rllm_train.verl.metrics_bridge).
+    "trainer.logger": lambda s, f: list(dict.fromkeys([*s.loggers, "file"])),
 }
 # Only PPO's GAE trains a value model; it starts from the policy's weights.
 CRITIC_SETTINGS: dict[str, Callable[[VerlRunSpec, RunFiles], Any]] = {
+    "critic.strategy": lambda s, f: s.strategy,
     "critic.model.path": lambda s, f: s.model_path,
     "critic.ppo_micro_batch_size_per_gpu": lambda s, f: s.micro_batch_size_per_gpu,
     "critic.optim.lr": lambda s, f: s.learning_rate * 10,
 }
 
 
+# verl's rollout correction, on unless switched off: the rollout engine's log-probs (LocalEngine,
+# vLLM) never equal the trainer's exactly, and sampling is corrected for the difference.
+ROLLOUT_CORRECTION_SETTINGS: dict[str, Callable[[VerlRunSpec, RunFiles], Any]] = {
+    "algorithm.rollout_correction.rollout_is": lambda s, f: s.rollout_is,
+    "algorithm.rollout_correction.rollout_is_threshold": lambda s, f: s.rollout_is_threshold,
+}
+# rllm's LocalEngine rollout takes whole weights, so LoRA adapters are merged before each sync.
+LOCAL_ROLLOUT_SETTINGS: dict[str, Callable[[VerlRunSpec, RunFiles], Any]] = {
+    "actor_rollout_ref.model.lora.merge": lambda s, f: s.lora_rank > 0,
+}
+# Full precision on a CPU: bf16 compute there is slow, and fp32 trainer log-probs match the
+# fp32 LocalEngine's, so the rollout-vs-trainer gap measures only what changed.
+FP32_MIXED_PRECISION = {"param_dtype": "fp32", "reduce_dtype": "fp32", "buffer_dtype": "fp32"}
+# The CPU mode (rllm_train.verl.cpu): no flash-attn, no torch.compile, verl's CPU device.
+CPU_SETTINGS: dict[str, Callable[[VerlRunSpec, RunFiles], Any]] = {
+    "trainer.device": lambda s, f: "cpu",
+    "actor_rollout_ref.model.use_remove_padding": lambda s, f: False,
+    "+actor_rollout_ref.model.override_config.attn_implementation": lambda s, f: "sdpa",
+    "actor_rollout_ref.actor.use_torch_compile": lambda s, f: False,
+    "actor_rollout_ref.actor.fsdp_config.use_torch_compile": lambda s, f: False,
+    "actor_rollout_ref.ref.fsdp_config.use_torch_compile": lambda s, f: False,
+    "++actor_rollout_ref.actor.fsdp_config.mixed_precision": lambda s, f: FP32_MIXED_PRECISION,
+    "++actor_rollout_ref.ref.fsdp_config.mixed_precision": lambda s, f: FP32_MIXED_PRECISION,
+}
+CPU_CRITIC_SETTINGS: dict[str, Callable[[VerlRunSpec, RunFiles], Any]] = {
+    "critic.model.use_remove_padding": lambda s, f: False,
+    "+critic.model.override_config.attn_implementation": lambda s, f: "sdpa",
+    "critic.fsdp.use_torch_compile": lambda s, f: False,
+    "++critic.fsdp.mixed_precision": lambda s, f: FP32_MIXED_PRECISION,
+}
+
+
 def verl_overrides(spec: VerlRunSpec, files: RunFiles) -> list[str]:
     """The Hydra overrides that turn verl's default config into this run's config."""
-    settings = dict(SETTINGS)
+    settings = {**SETTINGS, **ROLLOUT_CORRECTION_SETTINGS}
+    if spec.rollout_engine == "rllm_local":
+        settings.update(LOCAL_ROLLOUT_SETTINGS)
+    if spec.device == "cpu":
+        settings.update(CPU_SETTINGS)
     if spec.advantage_estimator == "gae":
         settings.update(CRITIC_SETTINGS)
+        if spec.device == "cpu":
+            settings.update(CPU_CRITIC_SETTINGS)
     overrides = [f"{key}={_hydra_value(value(spec, files))}" for key, value in settings.items()]
     return overrides + list(spec.overrides)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from rllm_train.verl.options import VerlOptions
+from rllm_train.verl.placement import placement
 from rllm_train.verl.spec import VerlConfigError, VerlRunSpec
 
 __all__ = ["VerlOptions", "model_path", "response_budget", "spec_from_config"]
@@ -89,6 +90,13 @@ def spec_from_config(config: Any) -> VerlRunSpec:
     if algorithm.name == "ppo":
         overrides.append(f"critic.cliprange_value={algorithm.cliprange_value}")
     loggers = ("console", "tensorboard") if trainer.tensorboard else ("console",)
+    where = placement(
+        trainer.device,
+        options.rollout_engine,
+        options.strategy,
+        options.n_gpus_per_node,
+        options.agent_workers,
+    )
     return VerlRunSpec(
         env_id=config.env.id,
         env_kwargs=dict(config.env.kwargs),
@@ -115,13 +123,17 @@ def spec_from_config(config: Any) -> VerlRunSpec:
         total_epochs=trainer.steps,
         lora_rank=config.model.lora_rank,
         lora_alpha=config.model.lora_alpha,
-        rollout_engine=options.rollout_engine,
-        strategy=options.strategy,
+        rollout_engine=where.rollout_engine,
+        strategy=where.strategy,
+        device=where.device,
+        device_chosen_for_user=where.chosen_for_user,
+        rollout_is=None if options.rollout_is == "off" else options.rollout_is,
+        rollout_is_threshold=options.rollout_is_threshold,
         tensor_parallel_size=options.tensor_parallel_size,
         gpu_memory_utilization=options.gpu_memory_utilization,
-        n_gpus_per_node=options.n_gpus_per_node,
+        n_gpus_per_node=where.n_gpus_per_node,
         nnodes=options.nnodes,
-        agent_workers=options.agent_workers,
+        agent_workers=where.agent_workers,
         output_dir=trainer.output,
         project_name=options.project_name,
         experiment_name=config.env.id.rsplit(":", 1)[-1].replace("/", "-"),

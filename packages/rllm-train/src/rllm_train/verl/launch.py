@@ -145,14 +145,32 @@ def require_gpus(spec: VerlRunSpec) -> None:
 
 
 def run(spec: VerlRunSpec) -> None:
-    """Train with verl's own trainer on Ray (needs GPUs and ``rllm-train[verl]``)."""
-    require_verl(for_training=True)
-    require_gpus(spec)
-    prepared = prepare_run(spec)
-    write_run_files(prepared)
-    from verl.trainer.main_ppo import run_ppo
-    from verl.trainer.main_ppo_v0 import TaskRunner
-    from verl.utils.device import auto_set_device
+    """Train with verl's own trainer on Ray: on GPUs, or in rllm's CPU mode."""
+    import sys
 
-    auto_set_device(prepared.config)
-    run_ppo(prepared.config, task_runner_class=TaskRunner)
+    from rllm_train.verl.cpu.runner import ray_cluster, run_verl
+    from rllm_train.verl.metrics_bridge import publish
+    from rllm_train.verl.placement import cpu_mode_notice
+
+    require_verl(for_training=True)
+    if spec.device == "cuda":
+        require_gpus(spec)
+    prepared = prepare_run(spec)
+    notice = cpu_mode_notice(spec.device, spec.device_chosen_for_user)
+    if notice:
+        print(notice, file=sys.stderr)
+    write_run_files(prepared)
+    if spec.device == "cuda":
+        from verl.utils.device import auto_set_device
+
+        auto_set_device(prepared.config)
+    try:
+        run_verl(prepared.config, ray_cluster(spec, prepared.files.root))
+    finally:
+        # Whatever verl logged, also from a run that failed or was interrupted.
+        publish(prepared.files.root, title=run_title(spec))
+
+
+def run_title(spec: VerlRunSpec) -> str:
+    model = Path(spec.model_path).name or spec.model_path
+    return f"{model} on {spec.env_id} ({spec.algorithm}, verl on {spec.device})"

@@ -13,13 +13,15 @@ from dataclasses import dataclass, field
 class VerlOptions:
     """The ``verl`` section of an ``rllm-train`` config (ignored by the native backend)."""
 
-    n_gpus_per_node: int = 8
+    n_gpus_per_node: int = 0  # 0: this machine's GPUs (1 training process in CPU mode)
     nnodes: int = 1
-    rollout_engine: str = "vllm"  # vllm | sglang
-    strategy: str = "fsdp"  # fsdp | fsdp2 | megatron
+    rollout_engine: str = "auto"  # auto | vllm | sglang | rllm_local (rllm's LocalEngine)
+    strategy: str = "auto"  # auto (fsdp2) | fsdp | fsdp2 | megatron
     tensor_parallel_size: int = 1
     gpu_memory_utilization: float = 0.6
-    agent_workers: int = 8
+    agent_workers: int = 0  # 0: 8 on GPUs, 2 in CPU mode
+    rollout_is: str = "token"  # rollout correction: token | sequence | off
+    rollout_is_threshold: float = 2.0
     mini_batch_size: int = 0  # tasks per optimizer step; 0 = rollout.tasks_per_step
     response_tokens: int = 0  # whole-episode response budget; 0 = derived from rollout.*
     project_name: str = "rllm"

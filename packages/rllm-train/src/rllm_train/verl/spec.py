@@ -24,8 +24,17 @@ VERL_ONLY_ESTIMATORS: dict[str, str] = {
 ADVANTAGE_ESTIMATORS: dict[str, str] = {**SHARED_ESTIMATORS, **VERL_ONLY_ESTIMATORS}
 # Estimators whose baseline is the other samples of the same task: one sample has no baseline.
 GROUP_ESTIMATORS: frozenset[str] = frozenset({"grpo", "rloo", "opo", "gpg"})
-ROLLOUT_ENGINES: frozenset[str] = frozenset({"vllm", "sglang"})
+# vLLM and SGLang are verl's own servers; rllm_local is rllm's LocalEngine as verl's rollout
+# (rllm_train.verl.cpu.rollout): the CPU mode's, and the GPU fallback without vLLM/SGLang.
+ROLLOUT_ENGINES: frozenset[str] = frozenset({"vllm", "sglang", "rllm_local"})
 TRAINING_STRATEGIES: frozenset[str] = frozenset({"fsdp", "fsdp2", "megatron"})
+DEVICES: frozenset[str] = frozenset({"cuda", "cpu"})
+# verl's rollout correction (algorithm.rollout_correction): importance sampling between the
+# rollout engine's log-probs and the trainer's, truncated at a threshold.
+ROLLOUT_IS_LEVELS: frozenset[str] = frozenset({"token", "sequence"})
+# What the CPU mode can run: FSDP2 (FSDP1 syncs module states through the accelerator) with
+# rllm's LocalEngine as the rollout (vLLM and SGLang need GPUs).
+CPU_STRATEGY, CPU_ROLLOUT = "fsdp2", "rllm_local"
 VLLM_MAX_LORA_RANK = 512  # the largest adapter rank vLLM serves
 
 
@@ -72,6 +81,10 @@ class VerlRunSpec:
     lora_alpha: int = 16
     rollout_engine: str = "vllm"
     strategy: str = "fsdp"
+    device: str = "cuda"  # cuda: verl on GPUs; cpu: rllm's CPU mode (rllm_train.verl.cpu)
+    device_chosen_for_user: bool = False  # trainer.device=auto picked it (a notice says so)
+    rollout_is: str | None = "token"  # rollout-correction IS level (None: off)
+    rollout_is_threshold: float = 2.0  # IS weights above it are truncated
     tensor_parallel_size: int = 1
     gpu_memory_utilization: float = 0.6
     n_gpus_per_node: int = 8
@@ -103,6 +116,24 @@ def _positive(spec: VerlRunSpec, *names: str) -> list[str]:
     ]
 
 
+def _cpu_problems(spec: VerlRunSpec) -> list[str]:
+    """What the CPU mode cannot run, each with the reason."""
+    problems = []
+    if spec.strategy != CPU_STRATEGY:
+        problems.append(
+            f"strategy {spec.strategy!r} cannot train on a CPU: verl's FSDP1 engine syncs module "
+            f"states through the accelerator and megatron needs GPUs; use {CPU_STRATEGY}"
+        )
+    if spec.rollout_engine != CPU_ROLLOUT:
+        problems.append(
+            f"rollout engine {spec.rollout_engine!r} needs GPUs; on a CPU verl's rollout is "
+            f"rllm's LocalEngine ({CPU_ROLLOUT})"
+        )
+    if spec.tensor_parallel_size != 1:
+        problems.append("tensor_parallel_size must be 1 on a CPU (one LocalEngine per replica)")
+    return problems
+
+
 def validate_spec(spec: VerlRunSpec) -> None:
     """Raise :class:`VerlConfigError` listing every problem (all at once, not the first)."""
     problems = _positive(
@@ -132,6 +163,16 @@ def validate_spec(spec: VerlRunSpec) -> None:
             f"rollout engine {spec.rollout_engine!r} is not served by verl; choose one of "
             f"{sorted(ROLLOUT_ENGINES)} (the local transformers engine is the native backend's)"
         )
+    if spec.device not in DEVICES:
+        problems.append(f"device {spec.device!r} is not one of {sorted(DEVICES)}")
+    if spec.device == "cpu":
+        problems.extend(_cpu_problems(spec))
+    if spec.rollout_is is not None and spec.rollout_is not in ROLLOUT_IS_LEVELS:
+        problems.append(
+            f"rollout_is {spec.rollout_is!r} is not one of {sorted(ROLLOUT_IS_LEVELS)} (or off)"
+        )
+    if spec.rollout_is_threshold <= 1.0:
+        problems.append(f"rollout_is_threshold must be above 1, got {spec.rollout_is_threshold}")
     if spec.strategy not in TRAINING_STRATEGIES:
         problems.append(f"strategy {spec.strategy!r} is not one of {sorted(TRAINING_STRATEGIES)}")
     if spec.n_gpus_per_node >= 1 and spec.n_gpus_per_node % max(spec.tensor_parallel_size, 1):

@@ -1,0 +1,60 @@
+"""rllm's CPU mode for verl: verl's own trainer, workers and agent loops on a machine with no GPU.
+
+verl loads this package in every process of a run through its extension hook
+(``VERL_USE_EXTERNAL_MODULES=rllm_train.verl.cpu``), set by :mod:`rllm_train.verl.cpu.runner`
+only for CPU runs. Importing it
+
+* registers the ``cpu`` platform (:mod:`~rllm_train.verl.cpu.cpu_platform`), which
+  ``VERL_PLATFORM=cpu`` selects;
+* registers the ``rllm_local`` rollout (:mod:`~rllm_train.verl.cpu.rollout`): rllm's LocalEngine
+  serving verl's agent loops, with verl's weight sync loading each update into it;
+* adjusts the two places verl assumes an accelerator outside its platform interface
+  (:mod:`~rllm_train.verl.cpu.patches`).
+
+These reach into verl's internals, so they are tied to the verl version they were written
+for: any other version stops here with the one to install. The ``rllm_local`` rollout is
+registered on GPU runs too (:func:`register_rollout`), as the fallback where vLLM and SGLang
+are absent.
+"""
+
+from __future__ import annotations
+
+import os
+
+from rllm_train.verl.versions import SUPPORTED_VERL_VERSIONS, VerlUnavailableError
+
+CPU_MODE_VARIABLE = "RLLM_VERL_CPU"
+
+
+def check_verl_version() -> None:
+    import verl
+
+    if verl.__version__ not in SUPPORTED_VERL_VERSIONS:
+        raise VerlUnavailableError(
+            f"rllm's verl CPU mode is written for verl {', '.join(SUPPORTED_VERL_VERSIONS)} "
+            f"(it adjusts verl internals) but verl {verl.__version__} is installed: "
+            f"pip install verl=={SUPPORTED_VERL_VERSIONS[0]}"
+        )
+
+
+def register_rollout() -> None:
+    from rllm_train.verl.cpu.rollout import register
+
+    register()
+
+
+def install_cpu_mode() -> None:
+    check_verl_version()
+    import rllm_train.verl.cpu.cpu_platform  # noqa: F401  (registers the cpu platform)
+    from rllm_train.verl.cpu.patches import apply
+
+    apply()
+    register_rollout()
+
+
+# verl imports this module as a plugin: what it registers must happen on import.
+if os.environ.get(CPU_MODE_VARIABLE) == "1":
+    install_cpu_mode()
+else:
+    check_verl_version()
+    register_rollout()

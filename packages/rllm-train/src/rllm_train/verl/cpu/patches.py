@@ -1,0 +1,66 @@
+"""The two places where verl 0.9.1 assumes an accelerator outside its platform interface.
+
+Each adjustment replaces one name in verl's module namespace before the modules that use it
+are imported (verl imports this package from its own ``__init__``), and each is checked by
+:func:`apply` so that a verl whose layout differs fails loudly instead of half-patched.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from dataclasses import dataclass
+
+# Modules that bind the patched names with `from ... import` when they are first imported:
+# they must not be imported yet, or they would keep verl's originals.
+LATE_IMPORTERS: tuple[str, ...] = (
+    "verl.workers.engine_workers",
+    "verl.workers.engine.fsdp.transformer_impl",
+)
+
+
+def _gloo_process_group(initialize):
+    """verl's process-group set-up with a plain ``gloo`` backend.
+
+    verl builds ``"cpu:gloo,<device>:<collective>"``, which on the CPU platform reads
+    ``"cpu:gloo,cpu:gloo"``; torch refuses a device type named twice.
+    """
+
+    @functools.wraps(initialize)
+    def initialize_on_cpu(timeout_second=None, backend=None):
+        return initialize(timeout_second=timeout_second, backend=backend or "gloo")
+
+    return initialize_on_cpu
+
+
+def _unpinned_offload_policy(policy_class):
+    """FSDP2's CPU offload policy that never pins memory (pinning needs an accelerator).
+
+    verl's reference model is offloaded with ``CPUOffloadPolicy(pin_memory=True)``; on a CPU
+    the parameters already live in host memory, so unpinned offload is the same placement.
+    """
+
+    @dataclass
+    class UnpinnedCPUOffloadPolicy(policy_class):
+        def __post_init__(self) -> None:
+            self.pin_memory = False
+
+    return UnpinnedCPUOffloadPolicy
+
+
+def apply() -> None:
+    already = [name for name in LATE_IMPORTERS if name in sys.modules]
+    if already:
+        raise RuntimeError(
+            f"rllm's verl CPU mode must load before {already}: set VERL_USE_EXTERNAL_MODULES "
+            "so verl imports it first"
+        )
+    import verl.utils.distributed as distributed
+    import verl.utils.fsdp_utils as fsdp_utils
+
+    if not getattr(distributed.initialize_global_process_group_ray, "__wrapped__", None):
+        distributed.initialize_global_process_group_ray = _gloo_process_group(
+            distributed.initialize_global_process_group_ray
+        )
+    if fsdp_utils.CPUOffloadPolicy.__name__ != "UnpinnedCPUOffloadPolicy":
+        fsdp_utils.CPUOffloadPolicy = _unpinned_offload_policy(fsdp_utils.CPUOffloadPolicy)

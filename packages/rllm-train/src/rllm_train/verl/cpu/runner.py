@@ -1,0 +1,113 @@
+"""Start a run of verl's own trainer in rllm's CPU mode: a private Ray cluster whose processes
+load :mod:`rllm_train.verl.cpu`, then verl's stock task runner.
+
+The cluster declares one logical GPU per training process: verl's resource pools are built
+from GPU bundles, and the CPU platform maps them to nothing. Its logical CPU count only
+satisfies the bundles' reservations; torch in each worker still uses the real cores.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rllm_train.verl.cpu import CPU_MODE_VARIABLE
+
+PLUGIN_MODULE = "rllm_train.verl.cpu"
+# What every process of a CPU-mode run needs before it imports verl.
+CPU_MODE_ENV: dict[str, str] = {
+    "VERL_USE_EXTERNAL_MODULES": PLUGIN_MODULE,
+    CPU_MODE_VARIABLE: "1",
+    "VERL_PLATFORM": "cpu",
+    # verl registers its FSDP engines for the cuda and npu devices; the cuda ones run on any
+    # torch device, so the CPU platform selects them by name.
+    "VERL_ENGINE_DEVICE": "cuda",
+    "TOKENIZERS_PARALLELISM": "false",
+}
+# The GPU fallback rollout: only the rollout registration, on the real accelerator.
+GPU_LOCAL_ROLLOUT_ENV: dict[str, str] = {"VERL_USE_EXTERNAL_MODULES": PLUGIN_MODULE}
+# verl reserves this many CPUs per GPU bundle (3), plus its task runner, agent-loop and
+# reward workers; logical CPUs cost nothing, so the cluster declares plenty.
+LOGICAL_CPUS_PER_PROCESS = 4
+LOGICAL_CPUS_SPARE = 16
+
+
+@dataclass(frozen=True)
+class RayCluster:
+    """The Ray cluster a run starts for itself (None of it when joining ``RAY_ADDRESS``)."""
+
+    env_vars: dict[str, str]
+    temp_dir: str | None = None
+    logical_gpus: int | None = None  # None: Ray counts the machine's GPUs
+    logical_cpus: int | None = None
+
+    def init_kwargs(self, verl_runtime_env: dict[str, Any]) -> dict[str, Any]:
+        env_vars = {**verl_runtime_env.get("env_vars", {}), **self.env_vars}
+        kwargs: dict[str, Any] = {
+            "runtime_env": {**verl_runtime_env, "env_vars": env_vars},
+            "include_dashboard": False,
+        }
+        if os.environ.get("RAY_ADDRESS"):
+            return kwargs  # the user's cluster: Ray reads the address itself
+        # A cluster of the run's own: never join another Ray running on the machine.
+        kwargs.update(address="local", _temp_dir=self.temp_dir)
+        if self.logical_gpus is not None:
+            kwargs.update(num_gpus=self.logical_gpus, num_cpus=self.logical_cpus)
+        return kwargs
+
+
+def ray_cluster(spec, run_root: Path) -> RayCluster:
+    """The cluster for `spec`: CPU mode's logical GPUs, or the machine's real ones."""
+    run_root.mkdir(parents=True, exist_ok=True)
+    env_vars = {
+        # verl's file logger and TensorBoard write into the run folder (see metrics_bridge).
+        "VERL_FILE_LOGGER_PATH": str(verl_metrics_file(run_root)),
+        "TENSORBOARD_DIR": str(run_root / "tensorboard"),
+        # Env modules named by the user (--env my_pkg.envs:my/Env-v0) import in the workers
+        # as they do here: the same working directory and PYTHONPATH.
+        "PYTHONPATH": os.pathsep.join(
+            part for part in (os.getcwd(), os.environ.get("PYTHONPATH", "")) if part
+        ),
+    }
+    # Ray's socket paths must stay short (a Unix socket path holds 107 bytes): a short root.
+    temp_dir = tempfile.mkdtemp(prefix="rllm-ray-", dir="/tmp")
+    if spec.device == "cpu":
+        return RayCluster(
+            env_vars={**CPU_MODE_ENV, **env_vars},
+            temp_dir=temp_dir,
+            logical_gpus=spec.n_gpus_per_node * spec.nnodes,
+            logical_cpus=LOGICAL_CPUS_PER_PROCESS * spec.n_gpus_per_node
+            + spec.agent_workers
+            + LOGICAL_CPUS_SPARE,
+        )
+    if spec.rollout_engine == "rllm_local":
+        env_vars.update(GPU_LOCAL_ROLLOUT_ENV)
+    return RayCluster(env_vars=env_vars, temp_dir=temp_dir)
+
+
+def verl_metrics_file(run_root: Path) -> Path:
+    """A new file for this attempt's raw verl metrics (verl's file logger truncates its file)."""
+    folder = run_root / "verl_metrics"
+    folder.mkdir(parents=True, exist_ok=True)
+    attempt = len(list(folder.glob("attempt-*.jsonl"))) + 1
+    return folder / f"attempt-{attempt:03d}.jsonl"
+
+
+def run_verl(config, cluster: RayCluster) -> None:
+    """verl's ``run_ppo`` with its stock task runner, on the run's own Ray cluster."""
+    import ray
+    from verl.trainer.constants_ppo import get_ppo_ray_runtime_env
+    from verl.trainer.main_ppo import run_ppo
+    from verl.trainer.main_ppo_v0 import TaskRunner
+
+    ray.init(**cluster.init_kwargs(get_ppo_ray_runtime_env(config)))
+    try:
+        run_ppo(config, task_runner_class=TaskRunner)
+    finally:
+        ray.shutdown()
+        if cluster.temp_dir:
+            shutil.rmtree(cluster.temp_dir, ignore_errors=True)

@@ -1,0 +1,119 @@
+"""A verl run's metrics as the native backend writes them: ``metrics.jsonl``, the reward curve
+and ``summary.json`` in the run folder.
+
+verl's own file logger writes one JSON line per step (``{"step": N, "data": {...}}``) to a new
+file per attempt (a resume is a new attempt; see :func:`rllm_train.verl.cpu.runner.verl_metrics_file`).
+The run's ``metrics.jsonl`` is rebuilt from all attempts, a later attempt's row replacing an
+earlier one of the same step, and written through a temporary file. Each row carries verl's
+metrics under their own names plus the native backend's names for the shared ones, so the
+same plots, summaries and comparisons read both backends.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from rllm_train.native import reporting
+
+ATTEMPTS_FOLDER = "verl_metrics"
+# native name -> verl's name for the same figure.
+SHARED_NAMES: dict[str, str] = {
+    "reward_mean": "critic/score/mean",
+    "reward_max": "critic/score/max",
+    "reward_min": "critic/score/min",
+    "loss": "actor/pg_loss",
+    "grad_norm": "actor/grad_norm",
+    "kl_loss": "actor/kl_loss",
+    "entropy": "actor/entropy",
+    "response_tokens_mean": "response_length/mean",
+    "num_turns_mean": "num_turns/mean",
+    "logprob_gap_mean": "training/rollout_probs_diff_mean",
+    "logprob_gap_max": "training/rollout_probs_diff_max",
+    "time/step_s": "timing_s/step",
+    "time/rollout_s": "timing_s/gen",
+    "time/update_s": "timing_s/update_actor",
+    "time/weight_sync_s": "timing_s/update_weights",
+    "time/checkpoint_s": "timing_s/save_checkpoint",
+}
+VALIDATION_PREFIX = "val-core/"  # verl: val-core/<data source>/reward/mean@N
+
+
+def _number(value: Any) -> float | int | None:
+    """A JSON number for a metric (verl logs numpy scalars), or None for anything else."""
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value):
+        return value
+    return None
+
+
+def native_row(step: int, data: Mapping[str, Any]) -> dict[str, Any]:
+    """One step's row: verl's numeric metrics, plus their native names."""
+    metrics = {key: number for key, value in data.items() if (number := _number(value)) is not None}
+    row: dict[str, Any] = {"step": step}
+    for native, verl_name in SHARED_NAMES.items():
+        if verl_name in metrics:
+            row[native] = metrics[verl_name]
+    validation = [
+        value
+        for key, value in metrics.items()
+        if key.startswith(VALIDATION_PREFIX) and "/reward/mean@" in key
+    ]
+    if validation:
+        row["val/reward_mean"] = sum(validation) / len(validation)
+    row.update({key: value for key, value in metrics.items() if key not in row})
+    return row
+
+
+def read_attempts(folder: Path) -> dict[int, dict[str, Any]]:
+    """Step -> verl's metrics, across attempts in order (a later one replaces an earlier one)."""
+    steps: dict[int, dict[str, Any]] = {}
+    for attempt in sorted(folder.glob("attempt-*.jsonl")):
+        this_attempt: dict[int, dict[str, Any]] = {}
+        for line in attempt.read_text(encoding="utf-8").splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                break  # a line cut short by a killed run ends that attempt's readable log
+            # verl logs a step's training metrics and its validation in separate calls.
+            this_attempt.setdefault(int(record["step"]), {}).update(record["data"])
+        steps.update(this_attempt)
+    return steps
+
+
+def write_rows(rows: Iterable[dict[str, Any]], path: Path) -> None:
+    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with temporary.open("w", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps(row) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    temporary.replace(path)
+
+
+def publish(run_root: Path, title: str, config: Mapping[str, Any] | None = None) -> list[dict]:
+    """Rebuild ``metrics.jsonl``, ``reward_curve.png`` and ``summary.json`` from verl's logs."""
+    steps = read_attempts(run_root / ATTEMPTS_FOLDER)
+    rows = [native_row(step, steps[step]) for step in sorted(steps)]
+    metrics_path = run_root / reporting.METRICS_FILE
+    write_rows(rows, metrics_path)
+    if rows:
+        reporting.plot_reward_curve(metrics_path, run_root / reporting.CURVE_FILE, title=title)
+    trained = reporting.step_rows(rows)
+    summary = {
+        "backend": "verl",
+        "steps": trained[-1]["step"] if trained else 0,
+        **reporting.run_summary(rows),
+        **({"config": dict(config)} if config is not None else {}),
+    }
+    (run_root / "summary.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
+    return rows
