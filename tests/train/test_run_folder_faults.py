@@ -42,8 +42,16 @@ KILLS = [
 ]
 
 
-def run(output: Path, model: str, *extra: str, kill_at: str | None = None):
+def child_env() -> dict[str, str]:
     env = run_env()
+    env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [env["PYTHONPATH"], os.environ.get("PYTHONPATH")])
+    )
+    return env
+
+
+def run(output: Path, model: str, *extra: str, kill_at: str | None = None):
+    env = child_env()
     env.pop(KILL_AT_VARIABLE, None)
     if kill_at:
         env[KILL_AT_VARIABLE] = kill_at
@@ -96,7 +104,7 @@ def test_a_second_writer_and_a_resume_while_running_are_refused(tmp_path, tiny_m
     output = tmp_path / "run"
     first = subprocess.Popen(
         command(output, tiny_model, "trainer.steps=40"),
-        env=run_env(),
+        env=child_env(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
