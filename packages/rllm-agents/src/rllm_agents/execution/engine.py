@@ -92,6 +92,7 @@ class AgentExecutionEngine:
         tokenizer: enables token-level rendering (with ``token_level=True``).
         seed: task i is reset with seed ``seed + i`` (None: unseeded).
         output_path: stream each finished episode to this JSONL file.
+        output_append: add to `output_path` instead of replacing it (a resumed evaluation).
         progress: show a progress bar (None: only when stderr is a terminal).
         env_calls: where env calls run - ``"auto"`` (each env on its own worker thread, or
             on the event loop when it declares ``metadata["rllm.inline_safe"]``, and then
@@ -122,6 +123,7 @@ class AgentExecutionEngine:
         token_level: bool = True,
         seed: int | None = 0,
         output_path: str | Path | None = None,
+        output_append: bool = False,
         progress: bool | None = None,
         env_calls: str = "auto",
         dispatch: str = "async",
@@ -146,6 +148,7 @@ class AgentExecutionEngine:
         self.token_level = token_level and tokenizer is not None
         self.seed = seed
         self.output_path = Path(output_path) if output_path else None
+        self.output_append = output_append
         self.progress = progress
         self.env_calls = env_calls
         self.dispatch = dispatch
@@ -193,7 +196,11 @@ class AgentExecutionEngine:
         # A lockstep round waits for every running episode: all of them must have a slot.
         parallel = len(jobs) if self.dispatch == "lockstep" else min(self.n_parallel, len(jobs))
         source = await self.executor.open(self, parallel)
-        sink = self.output_path.open("w", encoding="utf-8") if self.output_path else None
+        sink = (
+            self.output_path.open("a" if self.output_append else "w", encoding="utf-8")
+            if self.output_path
+            else None
+        )
         started = time.perf_counter()
         try:
             with RewardProgress(len(jobs), "rollout", self.progress) as progress:
