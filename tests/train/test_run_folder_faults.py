@@ -160,6 +160,8 @@ def test_resume_of_nothing_and_a_fresh_run_over_an_old_one_are_refused(tmp_path,
     empty = tmp_path / "empty"
     line = refusal(capsys, ["--model", "tiny", "--output", str(empty), "--resume"])
     assert "holds no run to continue" in line
+    assert not empty.exists()  # made for the check only, so removed again
+    empty.mkdir()
     (empty / "config.yaml").write_text("{}")
     line = refusal(capsys, ["--model", "tiny", "--output", str(empty)])
     assert "already holds a run; pass --resume" in line

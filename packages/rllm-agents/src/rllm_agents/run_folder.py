@@ -162,6 +162,49 @@ class RunLock:
         self.release()
 
 
+@dataclass
+class RunClaim:
+    """A checked, locked run folder, and whether the claim made it (see claim_run_folder)."""
+
+    folder: Path
+    lock: RunLock
+    created: bool
+
+    def release(self, started: bool = True) -> None:
+        """Drop the lock; a folder this claim made for a run that never started goes again,
+        so a refused or mistyped command leaves nothing behind."""
+        self.lock.release()
+        if self.created and not started:
+            with contextlib.suppress(OSError):
+                if {path.name for path in self.folder.iterdir()} <= {LOCK_FILE}:
+                    (self.folder / LOCK_FILE).unlink(missing_ok=True)
+                    self.folder.rmdir()
+
+    def __enter__(self) -> RunClaim:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
+
+
+def claim_run_folder(
+    path: Path, markers: tuple[str, ...], *, resume: bool, overwrite: bool | None = None
+) -> RunClaim:
+    """check_output, RunLock.acquire and check_run_mode in one: the folder is usable, this
+    process is its only writer, and what it holds fits the mode. Cheap: call it before
+    loading a model or starting a server."""
+    path = Path(path)
+    created = not path.exists()
+    check_output(path)
+    claim = RunClaim(path, RunLock.acquire(path), created)
+    try:
+        check_run_mode(path, markers, resume=resume, overwrite=overwrite)
+    except BaseException:
+        claim.release(started=False)
+        raise
+    return claim
+
+
 # ---- files ---------------------------------------------------------------------------------
 
 

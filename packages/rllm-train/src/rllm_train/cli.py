@@ -23,8 +23,7 @@ from rllm_agents.cli.usage import (
 from rllm_agents.run_folder import (
     RunFolderError,
     RunLock,
-    check_output,
-    check_run_mode,
+    claim_run_folder,
     terminate_on_signals,
 )
 
@@ -257,19 +256,6 @@ def check_ray_cluster(config: TrainConfig, timeout: float = 5.0) -> None:
         ) from error
 
 
-def claim_output(config: TrainConfig) -> RunLock:
-    """The run folder, checked and locked before anything slow: a bad path, a second writer,
-    a fresh run over an old one or a resume of nothing are each one line (RunFolderError)."""
-    output = check_output(config.trainer.output)
-    lock = RunLock.acquire(output)
-    try:
-        check_run_mode(output, RUN_MARKERS, resume=config.trainer.resume)
-    except BaseException:
-        lock.release()
-        raise
-    return lock
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     # SIGTERM unwinds like Ctrl-C: the sampler, Ray and the run lock are released on the way.
     terminate_on_signals()
@@ -282,8 +268,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.dry_run:
             DRY_RUNS[config.trainer.backend](config)
             return 0
-        with claim_output(config) as lock:
-            BACKEND_RUNNERS[config.trainer.backend](config, lock)
+        # The run folder is checked and locked before anything slow: a bad path, a second
+        # writer, a fresh run over an old one or a resume of nothing are each one line.
+        with claim_run_folder(
+            config.trainer.output, RUN_MARKERS, resume=config.trainer.resume
+        ) as claim:
+            BACKEND_RUNNERS[config.trainer.backend](config, claim.lock)
     except UsageError as error:
         return report_usage_error(PROG, error)
     except ConfigError as error:

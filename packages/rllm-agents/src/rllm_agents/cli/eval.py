@@ -51,9 +51,7 @@ from rllm_agents.engines import event_loop
 from rllm_agents.engines.base import EngineError
 from rllm_agents.run_folder import (
     RunFolderError,
-    RunLock,
-    check_output,
-    check_run_mode,
+    claim_run_folder,
     terminate_on_signals,
     write_atomic,
 )
@@ -124,31 +122,6 @@ def probability_or_zero(text: str) -> float:
 EPISODES_FILE = "episodes.jsonl"
 SUMMARY_FILE = "summary.json"
 RUN_MARKERS = (EPISODES_FILE, SUMMARY_FILE)
-
-
-def claim_output(args: argparse.Namespace) -> tuple[RunLock, bool]:
-    """(the folder's lock, whether this call created the folder), checked before anything
-    slow; a problem is a UsageError (one line, status 2)."""
-    created = not args.output.exists()
-    try:
-        check_output(args.output)
-        lock = RunLock.acquire(args.output)
-    except RunFolderError as error:
-        raise UsageError(str(error)) from None
-    try:
-        check_run_mode(args.output, RUN_MARKERS, resume=args.resume, overwrite=args.overwrite)
-    except RunFolderError as error:
-        lock.release()
-        raise UsageError(str(error)) from None
-    return lock, created
-
-
-def release_output(output: Path, lock: RunLock, created: bool, started: bool) -> None:
-    """Release the lock; a folder this call made for a run that never started goes again."""
-    lock.release()
-    if created and not started and {path.name for path in output.iterdir()} <= {".lock"}:
-        (output / ".lock").unlink(missing_ok=True)
-        output.rmdir()
 
 
 def read_episodes(path: Path) -> list[Any]:
@@ -308,7 +281,14 @@ async def evaluate(
 
     if (args.resume or args.overwrite) and not args.output:
         raise UsageError("--resume and --overwrite need --output")
-    claimed = claim_output(args) if args.output else None
+    try:
+        claim = (
+            claim_run_folder(args.output, RUN_MARKERS, resume=args.resume, overwrite=args.overwrite)
+            if args.output
+            else None
+        )
+    except RunFolderError as error:
+        raise UsageError(str(error)) from None
     started = False
     try:
         kwargs = env_kwargs_from(args)
@@ -387,8 +367,8 @@ async def evaluate(
         if args.output:
             write_atomic(args.output / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
     finally:
-        if claimed is not None:
-            release_output(args.output, *claimed, started)
+        if claim is not None:
+            claim.release(started)
     return episodes, summary
 
 

@@ -56,6 +56,7 @@ from rllm_agents.execution.dispatch import (
 from rllm_agents.execution.env_slot import EnvSlot, FactoryProbe, LoopPacer, check_call_policy
 from rllm_agents.execution.progress import RewardProgress
 from rllm_agents.metrics import summarize_episodes
+from rllm_agents.run_folder import fault_point
 from rllm_agents.types import Episode, Step, TerminationReason, Trajectory
 
 
@@ -202,6 +203,7 @@ class AgentExecutionEngine:
             else None
         )
         started = time.perf_counter()
+        written = [0]  # episodes in the sink so far
         try:
             with RewardProgress(len(jobs), "rollout", self.progress) as progress:
 
@@ -210,6 +212,8 @@ class AgentExecutionEngine:
                     if sink is not None:
                         sink.write(episode.to_json() + "\n")
                         sink.flush()
+                        written[0] += 1
+                        fault_point("episode_written", written[0])  # tests kill -9 here
                     progress.advance(episode.reward)
                     return episode
 
