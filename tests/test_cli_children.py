@@ -1,0 +1,122 @@
+"""No child outlives a CLI: SIGTERM or SIGKILL of ``rllm-eval --llamacpp`` (its llama.cpp
+server) or of ``rllm-train --executor ray`` (its local Ray cluster) leaves no process behind.
+
+Children are found through /proc (Linux) while the command runs, before it is killed: once
+it is gone they are re-parented and no longer look like its children.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.parts import require_module, require_part
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc"),
+]
+REPO = Path(__file__).resolve().parents[1]
+
+
+def process_table() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, state) of every live process."""
+    table = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        table[int(entry.name)] = (int(fields[1]), fields[0])
+    return table
+
+
+def descendants(root: int) -> set[int]:
+    table = process_table()
+    found, frontier = set(), {root}
+    while frontier:
+        frontier = {pid for pid, (parent, _) in table.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def command_line(pid: int) -> str:
+    try:
+        return (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def alive(pid: int) -> bool:
+    state = process_table().get(pid)
+    return state is not None and state[1] != "Z"  # a zombie has ended; only its entry waits
+
+
+def run_and_kill(command: list[str], marker: str, sig: signal.Signals, ready_s: float) -> None:
+    """Start `command`, wait for a descendant whose command line holds `marker` (and
+    `ready_s` more), send `sig`, and check every descendant seen ends within 30 s."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}  # fmt: skip
+    process = subprocess.Popen(
+        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while not any(marker in command_line(pid) for pid in descendants(process.pid)):
+            assert process.poll() is None, process.stderr.read()[-3000:]
+            assert time.monotonic() < deadline, f"no {marker} child within 180 s"
+            time.sleep(0.2)
+        time.sleep(ready_s)
+        children = descendants(process.pid)
+        assert process.poll() is None, process.stderr.read()[-3000:]
+        process.send_signal(sig)
+        process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    if sig == signal.SIGTERM:
+        assert process.returncode == 128 + signal.SIGTERM, process.stderr.read()[-3000:]
+    deadline = time.monotonic() + 30
+    while any(alive(pid) for pid in children) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = {pid: command_line(pid) for pid in children if alive(pid)}
+    for pid in left:  # do not leak them into the rest of the test session
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"children left after {sig.name}: {left}"
+
+
+@pytest.mark.llamacpp
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_rllm_eval_leaves_no_llamacpp_server(tmp_path, sig):
+    from rllm_agents.engines.llamacpp_server import llamacpp_available
+
+    require_part(llamacpp_available(), "llama-cpp-python's server is not installed")
+    command = [sys.executable, "-m", "rllm_agents.cli.eval", "--env", "rllm/FrozenLake-v0"]
+    command += ["--llamacpp", "--num-tasks", "50", "--max-turns", "8", "--parallel", "2"]
+    command += ["--no-progress", "--output", str(tmp_path / "run")]
+    run_and_kill(command, "llama_cpp.server", sig, ready_s=1.0)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_rllm_train_leaves_no_ray_process(tmp_path, tiny_model, sig):
+    require_module("ray", "Ray is not installed (pip install 'rllm-agents[ray]')")
+    command = [sys.executable, "-m", "rllm_train.cli", "--executor", "ray", "--model", tiny_model]
+    command += ["--steps", "50", "--no-progress", "--output", str(tmp_path / "run")]
+    command += ["rollout.tasks_per_step=2", "rollout.n=2", "rollout.max_response_tokens=4"]
+    run_and_kill(command, "raylet", sig, ready_s=3.0)
+
+
+@pytest.fixture(scope="module")
+def tiny_model() -> str:
+    from rllm_agents.models import resolve_model
+
+    return str(resolve_model("tiny"))
