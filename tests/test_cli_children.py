@@ -61,20 +61,22 @@ def alive(pid: int) -> bool:
     return state is not None and state[1] != "Z"  # a zombie has ended; only its entry waits
 
 
-def run_and_kill(command: list[str], marker: str, sig: signal.Signals, ready_s: float) -> None:
-    """Start `command`, wait for a descendant whose command line holds `marker` (and
-    `ready_s` more), send `sig`, and check every descendant seen ends within 30 s."""
+def run_and_kill(command: list[str], marker: str, sig: signal.Signals, ready: Path) -> None:
+    """Start `command`, wait for a descendant whose command line holds `marker` and for the
+    file `ready` (the run is under way), send `sig`, and check every descendant seen ends
+    within 30 s."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}  # fmt: skip
     process = subprocess.Popen(
         command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
     try:
         deadline = time.monotonic() + 180
-        while not any(marker in command_line(pid) for pid in descendants(process.pid)):
+        while not (
+            ready.exists() and any(marker in command_line(pid) for pid in descendants(process.pid))
+        ):
             assert process.poll() is None, process.stderr.read()[-3000:]
             assert time.monotonic() < deadline, f"no {marker} child within 180 s"
             time.sleep(0.2)
-        time.sleep(ready_s)
         children = descendants(process.pid)
         assert process.poll() is None, process.stderr.read()[-3000:]
         process.send_signal(sig)
@@ -103,7 +105,7 @@ def test_rllm_eval_leaves_no_llamacpp_server(tmp_path, sig):
     command = [sys.executable, "-m", "rllm_agents.cli.eval", "--env", "rllm/FrozenLake-v0"]
     command += ["--llamacpp", "--num-tasks", "50", "--max-turns", "8", "--parallel", "2"]
     command += ["--no-progress", "--output", str(tmp_path / "run")]
-    run_and_kill(command, "llama_cpp.server", sig, ready_s=1.0)
+    run_and_kill(command, "llama_cpp.server", sig, ready=tmp_path / "run" / ".lock")
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
@@ -112,7 +114,8 @@ def test_rllm_train_leaves_no_ray_process(tmp_path, tiny_model, sig):
     command = [sys.executable, "-m", "rllm_train.cli", "--executor", "ray", "--model", tiny_model]
     command += ["--steps", "50", "--no-progress", "--output", str(tmp_path / "run")]
     command += ["rollout.tasks_per_step=2", "rollout.n=2", "rollout.max_response_tokens=4"]
-    run_and_kill(command, "raylet", sig, ready_s=3.0)
+    command += ["rollout.dispatch=async"]
+    run_and_kill(command, "raylet", sig, ready=tmp_path / "run" / "metrics.jsonl")
 
 
 @pytest.fixture(scope="module")
