@@ -25,9 +25,8 @@ from rllm_agents.run_folder import KILL_AT_VARIABLE, RunLock
 from rllm_train.cli import main
 from rllm_train.native.reporting import reconcile
 
-from tests.train.test_resume import command, metric_rows, run_env
+from tests.train.test_resume import STEPS, command, metric_rows, run_env
 
-STEPS = 4
 # (where the run is killed, the checkpoint step it leaves): one kill per phase, in the order
 # the resumed runs reach them.
 KILLS = [
@@ -37,21 +36,12 @@ KILLS = [
     ("after_latest@1", 1),  # the commit point passed: row and checkpoint both kept
     ("after_update@2", 1),
     ("resume_start", 1),  # the resume's rewrite of metrics.jsonl, temp written, not renamed
-    ("before_row@3", 2),
-    ("after_row@3", 2),
+    ("before_row@3", 2),  # a row phase once a checkpoint exists
 ]
 
 
-def child_env() -> dict[str, str]:
-    env = run_env()
-    env["PYTHONPATH"] = os.pathsep.join(
-        filter(None, [env["PYTHONPATH"], os.environ.get("PYTHONPATH")])
-    )
-    return env
-
-
 def run(output: Path, model: str, *extra: str, kill_at: str | None = None):
-    env = child_env()
+    env = run_env()
     env.pop(KILL_AT_VARIABLE, None)
     if kill_at:
         env[KILL_AT_VARIABLE] = kill_at
@@ -104,7 +94,7 @@ def test_a_second_writer_and_a_resume_while_running_are_refused(tmp_path, tiny_m
     output = tmp_path / "run"
     first = subprocess.Popen(
         command(output, tiny_model, "trainer.steps=40"),
-        env=child_env(),
+        env=run_env(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
