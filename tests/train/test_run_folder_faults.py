@@ -87,6 +87,7 @@ def test_kill_9_at_every_phase_then_resume_loses_and_doubles_nothing(tmp_path, t
         assert torch.equal(tensor, resumed["model"][name]), name
     # The killed checkpoint writes left no temporary folder behind (their owners are dead).
     assert not list((killed / "checkpoints").glob(".step_*.tmp-*"))
+    assert not list(killed.glob(".*.tmp-*"))  # nor the resume's metrics rewrite
 
 
 @pytest.mark.slow
@@ -165,3 +166,16 @@ def test_a_held_lock_names_its_holder(tmp_path, capsys):
     RunLock.acquire(tmp_path).release()
     record = json.loads((tmp_path / ".lock").read_text())
     assert record["pid"] == os.getpid()
+
+
+def test_a_cleanup_removes_only_its_own_or_dead_owners_temporary_checkpoints(tmp_path):
+    from rllm_train.native import checkpoint
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    live, dead, own = os.getppid(), gone.pid, os.getpid()
+    for pid in (live, dead, own):
+        (tmp_path / f".step_9.tmp-{pid}").mkdir()
+    checkpoint._prune(tmp_path, keep=1)
+    # A concurrent run's staging folder (its owner alive) is not this run's to delete.
+    assert [path.name for path in tmp_path.iterdir()] == [f".step_9.tmp-{live}"]

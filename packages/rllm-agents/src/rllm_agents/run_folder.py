@@ -202,7 +202,16 @@ def claim_run_folder(
     except BaseException:
         claim.release(started=False)
         raise
+    remove_orphaned_temps(path)
     return claim
+
+
+def remove_orphaned_temps(folder: Path) -> None:
+    """Remove the temporary files write_atomic left in `folder` when its writer was killed
+    between writing and renaming (only theirs: a live owner may still rename its own)."""
+    for leftover in Path(folder).glob(".*.tmp-*"):
+        if leftover.is_file() and mine_or_orphaned(leftover.name):
+            leftover.unlink(missing_ok=True)
 
 
 # ---- files ---------------------------------------------------------------------------------
