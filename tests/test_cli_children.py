@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from rllm_agents import reaper
 
 from tests.parts import require_module, require_part
 
@@ -25,28 +26,8 @@ pytestmark = [
 REPO = Path(__file__).resolve().parents[1]
 
 
-def process_table() -> dict[int, tuple[int, str]]:
-    """pid -> (parent pid, state) of every live process."""
-    table = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        table[int(entry.name)] = (int(fields[1]), fields[0])
-    return table
-
-
 def descendants(root: int) -> set[int]:
-    table = process_table()
-    found, frontier = set(), {root}
-    while frontier:
-        frontier = {pid for pid, (parent, _) in table.items() if parent in frontier} - found
-        found |= frontier
-    return found
+    return {pid for pid, _ in reaper.descendants(root)}
 
 
 def command_line(pid: int) -> str:
@@ -54,11 +35,6 @@ def command_line(pid: int) -> str:
         return (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return ""
-
-
-def alive(pid: int) -> bool:
-    state = process_table().get(pid)
-    return state is not None and state[1] != "Z"  # a zombie has ended; only its entry waits
 
 
 def run_and_kill(command: list[str], marker: str, sig: signal.Signals, ready: Path) -> None:
@@ -88,9 +64,9 @@ def run_and_kill(command: list[str], marker: str, sig: signal.Signals, ready: Pa
     if sig == signal.SIGTERM:
         assert process.returncode == 128 + signal.SIGTERM, process.stderr.read()[-3000:]
     deadline = time.monotonic() + 30
-    while any(alive(pid) for pid in children) and time.monotonic() < deadline:
+    while any(reaper.running(pid) for pid in children) and time.monotonic() < deadline:
         time.sleep(0.2)
-    left = {pid: command_line(pid) for pid in children if alive(pid)}
+    left = {pid: command_line(pid) for pid in children if reaper.running(pid)}
     for pid in left:  # do not leak them into the rest of the test session
         os.kill(pid, signal.SIGKILL)
     assert not left, f"children left after {sig.name}: {left}"

@@ -42,6 +42,12 @@ def _stat_fields(pid: int) -> list[str] | None:
     return stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) ": state, ppid, ...
 
 
+def running(pid: int) -> bool:
+    """Whether `pid` runs (a zombie has ended: only its entry waits for its parent)."""
+    fields = _stat_fields(pid)
+    return fields is not None and fields[0] != "Z"
+
+
 def descendants(root: int) -> list[tuple[int, str]]:
     """(pid, start time) of every live descendant of `root` (Linux; elsewhere none)."""
     if not sys.platform.startswith("linux"):
