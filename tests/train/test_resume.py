@@ -51,7 +51,10 @@ def command(output: Path, model: str, *extra: str) -> list[str]:
 
 def run_env() -> dict[str, str]:
     # One thread: the same arithmetic order in every process, so runs compare bit for bit.
-    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    # The repository comes first on the path (for tests.train.reply_length), then whatever
+    # the test run put there (a source tree under test).
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path}
 
 
 def final_state(output: Path) -> dict:

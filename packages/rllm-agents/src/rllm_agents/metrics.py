@@ -7,7 +7,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from rllm_agents.types import Episode
+from rllm_agents.types import Episode, TerminationReason
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -56,24 +56,40 @@ def pass_ks(n: int) -> list[int]:
     return ks
 
 
+def infrastructure_failure(episode: Episode) -> bool:
+    """Whether the episode was cut short by something other than the agent: the model server
+    or the code around the env raised (``error``), or the env's own infrastructure failed
+    (``failure``). Such an episode says nothing of the model, so it is not scored."""
+    return episode.termination_reason == TerminationReason.ERROR or bool(episode.failure)
+
+
 def summarize_episodes(episodes: list[Episode], samples_per_task: int = 1) -> dict[str, Any]:
-    """Reward, pass@k, termination reasons, token counts and timings of a run."""
+    """Reward, pass@k, termination reasons, token counts and timings of a run.
+
+    Scores (mean reward, accuracy, pass@k) cover the episodes that ran to an end
+    (``scored_episodes``); infrastructure failures are counted apart (``infra_failures``)
+    instead of as fake zeros.
+    """
+    every = episodes
+    episodes = [episode for episode in every if not infrastructure_failure(episode)]
     count = len(episodes)
     totals = Counter()
-    for episode in episodes:
+    for episode in every:  # tokens and time spent count whatever became of the episode
         totals.update({key: value for key, value in episode.metrics.items() if key in _SUMMED})
     reasons = Counter(
         episode.termination_reason.value if episode.termination_reason else "unknown"
-        for episode in episodes
+        for episode in every
     )
     summary: dict[str, Any] = {
-        "episodes": count,
-        "tasks": len({group_key(episode) for episode in episodes}),
+        "episodes": len(every),
+        "scored_episodes": count,
+        "infra_failures": len(every) - count,
+        "tasks": len({group_key(episode) for episode in every}),
         "samples_per_task": samples_per_task,
         "mean_reward": sum(episode.reward for episode in episodes) / count if count else 0.0,
         "accuracy": sum(map(episode_correct, episodes)) / count if count else 0.0,
         "termination_reasons": dict(sorted(reasons.items())),
-        "env_failures": sum(1 for episode in episodes if episode.failure),
+        "env_failures": sum(1 for episode in every if episode.failure),
         "errors": reasons.get("error", 0) + reasons.get("timeout", 0),
     }
     for k in pass_ks(samples_per_task):

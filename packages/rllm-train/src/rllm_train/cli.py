@@ -20,6 +20,12 @@ from rllm_agents.cli.usage import (
     positive_int,
     report_usage_error,
 )
+from rllm_agents.run_folder import (
+    RunFolderError,
+    RunLock,
+    claim_run_folder,
+    terminate_on_signals,
+)
 
 from rllm_train.config import (
     ALGORITHMS,
@@ -141,11 +147,15 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     return build_config(args.config, overrides + list(args.overrides))
 
 
-def _run_native(config: TrainConfig) -> None:
+# What a run leaves in its folder: any of them means the folder holds a run (--resume).
+RUN_MARKERS = ("checkpoints/latest", "metrics.jsonl", "config.yaml")
+
+
+def _run_native(config: TrainConfig, lock: RunLock) -> None:
     from rllm_train.native.reporting import step_rows
     from rllm_train.native.trainer import NativeTrainer
 
-    rows = step_rows(NativeTrainer(config).train())
+    rows = step_rows(NativeTrainer(config, run_lock=lock).train())
     if rows:
         first, last = rows[0], rows[-1]
         print(
@@ -155,7 +165,7 @@ def _run_native(config: TrainConfig) -> None:
         )
 
 
-def _run_verl(config: TrainConfig) -> None:
+def _run_verl(config: TrainConfig, lock: RunLock) -> None:
     try:
         from rllm_train import verl as verl_backend
     except ImportError as error:
@@ -247,19 +257,34 @@ def check_ray_cluster(config: TrainConfig, timeout: float = 5.0) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # SIGTERM unwinds like Ctrl-C: the sampler, Ray and the run lock are released on the way.
+    terminate_on_signals()
     try:
         args = build_parser().parse_args(argv)
         config = config_from_args(args)
         if config.trainer.backend == "native":
             check_native(config)
             check_ray_cluster(config)
-        actions = DRY_RUNS if args.dry_run else BACKEND_RUNNERS
-        actions[config.trainer.backend](config)
+        if args.dry_run:
+            DRY_RUNS[config.trainer.backend](config)
+            return 0
+        # The run folder is checked and locked before anything slow: a bad path, a second
+        # writer, a fresh run over an old one or a resume of nothing are each one line.
+        with claim_run_folder(
+            config.trainer.output, RUN_MARKERS, resume=config.trainer.resume
+        ) as claim:
+            BACKEND_RUNNERS[config.trainer.backend](config, claim.lock)
     except UsageError as error:
         return report_usage_error(PROG, error)
     except ConfigError as error:
         print(f"{PROG}: bad config: {one_line(error)}", file=sys.stderr)
         return 2
+    except RunFolderError as error:
+        print(f"{PROG}: {one_line(error)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted; continue with --resume", file=sys.stderr)
+        return 130
     return 0
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from rllm_agents.run_folder import write_atomic
 
 from rllm_train.verl.options import VerlOptions
 
@@ -370,4 +371,5 @@ def _check_ray_rollouts(config: TrainConfig) -> None:
 
 
 def save_config(config: TrainConfig, path: Path) -> None:
-    path.write_text(yaml.safe_dump(config.to_dict(), sort_keys=False), encoding="utf-8")
+    # Rewritten on every resume: a kill mid-write must leave the old file whole.
+    write_atomic(path, yaml.safe_dump(config.to_dict(), sort_keys=False))

@@ -9,8 +9,18 @@ the batched local engine (token-level); with ``--base-url`` any OpenAI-compatibl
 with ``--llamacpp`` a llama.cpp server started and stopped for the run. Writes
 ``OUTPUT/episodes.jsonl`` (one episode a line) and ``OUTPUT/summary.json``.
 
-Bad input (an unknown env id, split or model, an unreachable server, a bad number) ends the
-command with one line on stderr naming what is valid, and exit status 2.
+An ``--output`` that holds a run is refused unless ``--resume`` (continue it: finished
+(task, sample) pairs are kept and skipped, the rest run) or ``--overwrite``; one run at a
+time writes to a folder (a second is refused, naming the holder's pid).
+
+Scores cover the episodes that ran to an end; infrastructure failures (the server died, the
+env's sandbox failed) are counted apart, as infra_failures.
+
+Exit status: 0 done; 1 more episodes failed for infrastructure than --max-failure-rate
+allows (default: any); 2 bad input (an unknown env id, split or model, an unreachable
+server, a bad number, an unusable --output: one line on stderr naming what is valid, before
+anything slow); 130 interrupted (Ctrl-C); 143 terminated (SIGTERM). A model server the
+command started stops with it, whatever ends it.
 """
 
 from __future__ import annotations
@@ -39,6 +49,12 @@ from rllm_agents.cli.usage import (
 )
 from rllm_agents.engines import event_loop
 from rllm_agents.engines.base import EngineError
+from rllm_agents.run_folder import (
+    RunFolderError,
+    claim_run_folder,
+    terminate_on_signals,
+    write_atomic,
+)
 
 PROG = "rllm-eval"
 # A server may list many models; an error names this many of them.
@@ -75,8 +91,81 @@ def build_parser() -> CommandParser:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu", help="local engine device (cpu, cuda)")
     parser.add_argument("--output", type=Path, default=None, help="directory for the results")
+    existing = parser.add_mutually_exclusive_group()
+    existing.add_argument(
+        "--resume", action="store_true", help="continue the run in --output (skip what finished)"
+    )
+    existing.add_argument("--overwrite", action="store_true", help="replace the run in --output")
+    parser.add_argument(
+        "--max-failure-rate",
+        type=probability_or_zero,
+        default=0.0,
+        help="the share of episodes that may fail for infrastructure before the exit "
+        "status is 1 (default 0: any)",
+    )
     parser.add_argument("--no-progress", action="store_true")
     return parser
+
+
+def probability_or_zero(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be a number in [0, 1], got {text!r}")
+    return value
+
+
+# ---- the output folder ----------------------------------------------------------------------
+
+EPISODES_FILE = "episodes.jsonl"
+SUMMARY_FILE = "summary.json"
+RUN_MARKERS = (EPISODES_FILE, SUMMARY_FILE)
+
+
+def read_episodes(path: Path) -> list[Any]:
+    """The episodes of an earlier run's log (a last line cut short by a kill ends it)."""
+    from rllm_agents.types import Episode
+
+    episodes = []
+    if not path.is_file():
+        return episodes
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            episodes.append(Episode.from_json(line))
+        except (ValueError, KeyError, TypeError):
+            break
+    return episodes
+
+
+def finished_episodes(path: Path) -> list[Any]:
+    """What a resume keeps: the episodes that ran to an end. Infrastructure failures run
+    again (their server may be back); the log is rewritten to hold only what is kept,
+    through a temporary file, so a kill during the rewrite loses nothing."""
+    from rllm_agents.metrics import infrastructure_failure
+
+    kept = [e for e in read_episodes(path) if not infrastructure_failure(e)]
+    write_atomic(path, "".join(episode.to_json() + "\n" for episode in kept))
+    return kept
+
+
+def remaining_jobs(
+    jobs: list[tuple[dict | None, int]], done: list[Any]
+) -> list[tuple[dict | None, int]]:
+    """The jobs (task row or None, seed) no kept episode stands for. A job's seed names it
+    (task rows get one seed each); the samples of a seeded task, which share their seed, are
+    told apart by their count."""
+    from collections import Counter
+
+    finished = Counter(episode.info.get("seed") for episode in done)
+    left = []
+    for task, seed in jobs:
+        if finished[seed] > 0:
+            finished[seed] -= 1
+        else:
+            left.append((task, seed))
+    return left
 
 
 # ---- the env --------------------------------------------------------------------------------
@@ -190,64 +279,103 @@ async def evaluate(
     from rllm_agents.execution.engine import AgentExecutionEngine
     from rllm_agents.metrics import summarize_episodes
 
-    kwargs = env_kwargs_from(args)
-    env = first_env(make_env_factory(args.env, kwargs), args.env, kwargs)
+    if (args.resume or args.overwrite) and not args.output:
+        raise UsageError("--resume and --overwrite need --output")
     try:
-        rows = task_rows(env, args.num_tasks)
-    finally:
-        env.close()
-    # That first env was made under Gymnasium's env checker, which looks at its spaces; the
-    # hundreds of envs of the rollout, of the same class, skip it (and its checks of every
-    # env's first reset and step): each costs about half as much to make and reset, paid by
-    # every agent before its first request. --env-kwargs '{"disable_env_checker": false}'
-    # keeps it on.
-    rollout_envs = make_env_factory(args.env, {"disable_env_checker": True, **kwargs})
-    engine, tokenizer = await make_engine(args)
-    if args.output:
-        args.output.mkdir(parents=True, exist_ok=True)
-    if freeze_setup:
-        # What exists now (modules, engine, task rows) lives as long as the run: the collector
-        # need not walk it again at every full collection while episodes are made and freed.
-        gc.freeze()
-    try:
-        runner = AgentExecutionEngine(
-            agent_for_env(args.env),
-            rollout_envs,
-            engine,
-            tokenizer=tokenizer,
-            n_parallel=args.parallel,
-            max_turns=args.max_turns,
-            max_response_tokens=args.max_response_tokens,
-            trajectory_timeout=args.timeout,
-            sampling=SamplingParams(
-                temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens
-            ),
-            seed=args.seed,
-            output_path=args.output / "episodes.jsonl" if args.output else None,
-            progress=False if args.no_progress else None,
+        claim = (
+            claim_run_folder(args.output, RUN_MARKERS, resume=args.resume, overwrite=args.overwrite)
+            if args.output
+            else None
         )
+    except RunFolderError as error:
+        raise UsageError(str(error)) from None
+    started = False
+    try:
+        kwargs = env_kwargs_from(args)
+        env = first_env(make_env_factory(args.env, kwargs), args.env, kwargs)
+        try:
+            rows = task_rows(env, args.num_tasks)
+        finally:
+            env.close()
+        # That first env was made under Gymnasium's env checker, which looks at its spaces;
+        # the hundreds of envs of the rollout, of the same class, skip it (and its checks of
+        # every env's first reset and step): each costs about half as much to make and
+        # reset, paid by every agent before its first request. --env-kwargs
+        # '{"disable_env_checker": false}' keeps it on.
+        rollout_envs = make_env_factory(args.env, {"disable_env_checker": True, **kwargs})
+        engine, tokenizer = await make_engine(args)
+        started = True
+        episodes_path = args.output / EPISODES_FILE if args.output else None
+        done = finished_episodes(episodes_path) if args.resume else []
+        if args.overwrite:
+            for name in RUN_MARKERS:
+                (args.output / name).unlink(missing_ok=True)
+        if freeze_setup:
+            # What exists now (modules, engine, task rows) lives as long as the run: the
+            # collector need not walk it again at every full collection while episodes are
+            # made and freed.
+            gc.freeze()
         if rows is None:
-            seeds = [args.seed + i for i in range(args.num_tasks or 100) for _ in range(args.n)]
-            episodes = await runner.execute_seeds(seeds)
+            jobs = [
+                (None, args.seed + i) for i in range(args.num_tasks or 100) for _ in range(args.n)
+            ]
         else:
             repeated = [row for row in rows for _ in range(args.n)]
-            episodes = await runner.execute_tasks(repeated)
+            jobs = [(row, args.seed + i) for i, row in enumerate(repeated)]
+        jobs = remaining_jobs(jobs, done)
+        try:
+            runner = AgentExecutionEngine(
+                agent_for_env(args.env),
+                rollout_envs,
+                engine,
+                tokenizer=tokenizer,
+                n_parallel=args.parallel,
+                max_turns=args.max_turns,
+                max_response_tokens=args.max_response_tokens,
+                trajectory_timeout=args.timeout,
+                sampling=SamplingParams(
+                    temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens
+                ),
+                seed=args.seed,
+                output_path=episodes_path,
+                output_append=args.resume,
+                progress=False if args.no_progress else None,
+            )
+            if not jobs:
+                new = []
+            elif rows is None:
+                new = await runner.execute_seeds([seed for _, seed in jobs])
+            else:
+                new = await runner.execute_tasks(
+                    [task for task, _ in jobs], [seed for _, seed in jobs]
+                )
+        finally:
+            await engine.aclose()
+        episodes = done + new
+        summary = summarize_episodes(episodes, samples_per_task=args.n)
+        for key in ("wall_time", "episodes_per_s", "completion_tokens_per_s"):
+            summary[key] = runner.last_metrics.get(key)
+        summary["resumed_episodes"] = len(done)
+        summary["config"] = {  # the run's settings, never its secret
+            key: str(value) if isinstance(value, Path) else value
+            for key, value in vars(args).items()
+            if key != "api_key"
+        }
+        # Wall-clock stamps of the evaluation proper (imports before it and the table after
+        # it excluded), comparable with stamps taken by other processes.
+        summary["started_at"], summary["finished_at"] = started_at, time.time()
+        if args.output:
+            write_atomic(args.output / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
     finally:
-        await engine.aclose()
-    summary = summarize_episodes(episodes, samples_per_task=args.n)
-    for key in ("wall_time", "episodes_per_s", "completion_tokens_per_s"):
-        summary[key] = runner.last_metrics.get(key)
-    summary["config"] = {  # the run's settings, never its secret
-        key: str(value) if isinstance(value, Path) else value
-        for key, value in vars(args).items()
-        if key != "api_key"
-    }
-    # Wall-clock stamps of the evaluation proper (imports before it and the table after it
-    # excluded), comparable with stamps taken by other processes.
-    summary["started_at"], summary["finished_at"] = started_at, time.time()
-    if args.output:
-        (args.output / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        if claim is not None:
+            claim.release(started)
     return episodes, summary
+
+
+def failure_rate_exceeded(summary: dict[str, Any], max_rate: float) -> bool:
+    """Whether more episodes failed for infrastructure than `max_rate` of them allows."""
+    failed, total = summary.get("infra_failures", 0), summary.get("episodes", 0)
+    return bool(total) and failed > 0 and failed / total > max_rate
 
 
 def print_summary(summary: dict[str, Any]) -> None:
@@ -259,12 +387,20 @@ def print_summary(summary: dict[str, Any]) -> None:
     table.add_column("value", justify="right")
     shown = ["tasks", "episodes", "mean_reward", "accuracy"]
     shown += [key for key in summary if key.startswith("pass@")]
-    shown += ["errors", "env_failures", "completion_tokens_per_s", "wall_time"]
+    shown += ["scored_episodes", "infra_failures", "errors", "env_failures"]
+    shown += ["completion_tokens_per_s", "wall_time"]
     for key in shown:
         value = summary.get(key)
         table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
     reasons = ", ".join(f"{k}={v}" for k, v in summary["termination_reasons"].items())
     table.add_row("termination", reasons)
+    if summary.get("infra_failures"):
+        max_rate = summary["config"].get("max_failure_rate", 0.0)
+        verdict = "exit 1" if failure_rate_exceeded(summary, max_rate) else "allowed"
+        table.caption = (
+            f"{summary['infra_failures']} of {summary['episodes']} episodes failed for "
+            f"infrastructure and are not scored ({verdict}, --max-failure-rate {max_rate})"
+        )
     Console().print(table)
 
 
@@ -272,18 +408,25 @@ def main(argv: list[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else list(argv)
     if eval_multiagent.requested(arguments):  # a PettingZoo env module: games, not episodes
         return eval_multiagent.main(arguments)
+    # SIGTERM unwinds like Ctrl-C: a llama.cpp server (or other child) is stopped on the way.
+    terminate_on_signals()
     try:
         args = build_parser().parse_args(arguments)
         episodes, summary = event_loop.run(evaluate(args, freeze_setup=True))
     except UsageError as error:
         return report_usage_error(PROG, error)
     except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
+        print(f"{PROG}: interrupted" + ("; continue with --resume" if "--output" in arguments
+              else ""), file=sys.stderr)  # fmt: skip
         return 130
     print_summary(summary)
-    if summary["episodes"] and summary["errors"] == summary["episodes"]:
-        first = next((e.error for e in episodes if e.error), "see episodes.jsonl")
-        print(f"{PROG}: every episode failed; the first: {one_line(first)}", file=sys.stderr)
+    if failure_rate_exceeded(summary, args.max_failure_rate):
+        first = next((e.error or e.failure for e in episodes if e.error or e.failure), "")
+        what = "every episode" if summary["scored_episodes"] == 0 else (
+            f"{summary['infra_failures']} of {summary['episodes']} episodes")  # fmt: skip
+        print(f"{PROG}: {what} failed for infrastructure (above --max-failure-rate "
+              f"{args.max_failure_rate}); the first: {one_line(first or 'see episodes.jsonl')}",
+              file=sys.stderr)  # fmt: skip
         return 1
     return 0
 

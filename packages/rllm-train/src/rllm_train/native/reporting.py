@@ -7,6 +7,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from rllm_agents.run_folder import append_durable, write_atomic
+
 METRICS_FILE = "metrics.jsonl"
 CURVE_FILE = "reward_curve.png"
 
@@ -23,8 +25,30 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def reconcile(rows: list[dict[str, Any]], checkpoint_step: int) -> list[dict[str, Any]]:
+    """The rows a run resumed from `checkpoint_step` keeps: each step up to the checkpoint's
+    once (the last written wins), none past it (those steps run again).
+
+    A run without a checkpoint starts over, its validation before training (step 0) included.
+    """
+    if checkpoint_step == 0:
+        return []
+    by_step: dict[int, dict[str, Any]] = {}
+    for row in rows:
+        step = row.get("step", 0)
+        if step <= checkpoint_step:
+            by_step[step] = row
+    return [by_step[step] for step in sorted(by_step)]
+
+
 class MetricsLog:
     """One JSON line per step; on resume, lines past the checkpoint are dropped (they rerun).
+
+    A row is durable (fsynced) when write() returns, and the trainer writes it before the
+    step's checkpoint moves ``latest``: a kill between the two leaves a row past the
+    checkpoint, which the resume drops and plays again, so no step is ever lost or doubled.
+    The resume's rewrite goes through a temporary file and a rename: a kill during it leaves
+    the old log whole.
 
     ``earlier_rows`` holds the rows kept from before the resume, so that what is reported at
     the end covers the whole run.
@@ -32,9 +56,11 @@ class MetricsLog:
 
     def __init__(self, output: Path, tensorboard: bool, resume_step: int) -> None:
         self.path = output / METRICS_FILE
-        kept = [row for row in read_metrics(self.path) if row.get("step", 0) <= resume_step]
+        kept = reconcile(read_metrics(self.path), resume_step)
         self.earlier_rows = kept
-        self.path.write_text("".join(json.dumps(row) + "\n" for row in kept), encoding="utf-8")
+        if self.path.exists() or kept:
+            text = "".join(json.dumps(row) + "\n" for row in kept)
+            write_atomic(self.path, text, fault="resume_start")
         self.writer = None
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
@@ -44,8 +70,7 @@ class MetricsLog:
             )
 
     def write(self, row: dict[str, Any]) -> None:
-        with self.path.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps(row) + "\n")
+        append_durable(self.path, json.dumps(row) + "\n")
         if self.writer is not None:
             for key, value in row.items():
                 if key != "step" and isinstance(value, (int, float)) and math.isfinite(value):

@@ -30,6 +30,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 from rllm_agents.agents.base import BaseAgent
+from rllm_agents.run_folder import RunLock, check_output, fault_point, write_atomic
 from rllm_agents.types import Episode
 
 from rllm_train import algorithms
@@ -141,8 +142,12 @@ class NativeTrainer:
         agent_class: type[BaseAgent] | None = None,
         agent_args: dict[str, Any] | None = None,
         env_factory: Callable[[], gym.Env] | None = None,
+        run_lock: RunLock | None = None,
     ) -> None:
         self.config = config
+        # The CLI locks the folder before anything slow and hands its lock over; without one,
+        # train() takes it for the run's life.
+        self.run_lock = run_lock
         self.output = Path(config.trainer.output)
         # Cheap checks first: a bad env id or output dir fails before any model loads.
         self.multiagent = multiagent_setup(config)
@@ -547,8 +552,16 @@ class NativeTrainer:
         Returns the metric rows of the whole run: after a resume, the steps played before it
         (as ``metrics.jsonl`` kept them) come first.
         """
+        check_output(self.output)
+        lock = self.run_lock or RunLock.acquire(self.output)
+        try:
+            return self._train_locked()
+        finally:
+            if lock is not self.run_lock:
+                lock.release()
+
+    def _train_locked(self) -> list[dict[str, Any]]:
         trainer = self.config.trainer
-        self.output.mkdir(parents=True, exist_ok=True)
         if trainer.resume:
             self._resume()
         save_config(self.config, self.output / "config.yaml")
@@ -557,6 +570,7 @@ class NativeTrainer:
             trainer.steps, self.completed_steps, trainer.progress
         )
         rows: list[dict[str, Any]] = list(log.earlier_rows)
+        checkpoint_seconds: float | None = None
         try:
             if trainer.val_before_train and self.completed_steps == 0:
                 start = {"step": 0, **self.validate()}
@@ -566,14 +580,24 @@ class NativeTrainer:
                 while self.completed_steps < trainer.steps:
                     row = self.train_step(self.completed_steps)
                     self.completed_steps += 1
+                    fault_point("after_update", self.completed_steps)
                     if trainer.val_every and self.completed_steps % trainer.val_every == 0:
                         row.update(self.validate())
+                    if checkpoint_seconds is not None:
+                        row["time/checkpoint_s"] = checkpoint_seconds  # the previous save's
+                        checkpoint_seconds = None
+                    # The step's commit point: its row is durable before the checkpoint moves
+                    # `latest`. A kill in between leaves a row past the checkpoint, which the
+                    # resume drops and plays again (reporting.reconcile); a kill after it
+                    # leaves both. Either way each step ends up in the log exactly once.
+                    fault_point("before_row", self.completed_steps)
+                    log.write(row)
+                    fault_point("after_row", self.completed_steps)
+                    rows.append(row)
                     if trainer.save_every and self.completed_steps % trainer.save_every == 0:
                         started = time.perf_counter()
                         self.save_checkpoint()
-                        row["time/checkpoint_s"] = time.perf_counter() - started
-                    log.write(row)
-                    rows.append(row)
+                        checkpoint_seconds = time.perf_counter() - started
                     progress.update(
                         bar,
                         completed=self.completed_steps,
@@ -595,5 +619,5 @@ class NativeTrainer:
             **reporting.run_summary(rows),
             "config": asdict(self.config),
         }
-        (self.output / "summary.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
+        write_atomic(self.output / "summary.json", json.dumps(summary, indent=1))
         return rows
