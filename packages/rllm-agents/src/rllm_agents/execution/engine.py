@@ -85,6 +85,13 @@ class _Run:
 class AgentExecutionEngine:
     """Runs agents against envs with a rollout engine (see the module docstring).
 
+    Two forms, one implementation: the factory form below, or rLLM's documented keyword form
+    (``agent_class``, ``agent_args``, ``env_class``, ``env_args``, ``engine_name``,
+    ``rollout_engine_args``, ``sampling_params`` with ``"model"``, ``max_response_length``,
+    ``max_prompt_length``, ``n_parallel_agents``), which
+    :mod:`rllm_agents.execution.keyword_form` turns into the factory form; an engine it makes
+    is closed by :meth:`close`.
+
     Args:
         agent_factory: makes a fresh agent per episode.
         env_factory: makes an env (called on the env's own thread; envs are reused per slot).
@@ -108,10 +115,20 @@ class AgentExecutionEngine:
 
     def __init__(
         self,
-        agent_factory: Callable[[], BaseAgent],
-        env_factory: Callable[[], Any],
-        engine: Any,
+        agent_factory: Callable[[], BaseAgent] | None = None,
+        env_factory: Callable[[], Any] | None = None,
+        engine: Any = None,
         *,
+        agent_class: type[BaseAgent] | None = None,
+        agent_args: dict[str, Any] | None = None,
+        env_class: type | str | None = None,
+        env_args: dict[str, Any] | None = None,
+        engine_name: str | None = None,
+        rollout_engine_args: dict[str, Any] | None = None,
+        sampling_params: dict[str, Any] | None = None,
+        max_response_length: int | None = None,
+        max_prompt_length: int | None = None,
+        n_parallel_agents: int | None = None,
         tokenizer: Any = None,
         n_parallel: int = 8,
         max_turns: int = 8,
@@ -129,6 +146,36 @@ class AgentExecutionEngine:
         max_context_tokens: int | None = None,
         executor: str | Any = "inline",
     ) -> None:
+        self._owned_engine = None
+        if agent_class is not None or env_class is not None:
+            if agent_factory is not None or env_factory is not None or engine is not None:
+                raise TypeError("pass agent_class/env_class or the factories, not both")
+            if agent_class is None or env_class is None:
+                raise TypeError("the keyword form needs both agent_class and env_class")
+            from rllm_agents.execution.keyword_form import factory_form
+
+            form = factory_form(
+                agent_class=agent_class,
+                env_class=env_class,
+                agent_args=agent_args,
+                env_args=env_args,
+                engine_name=engine_name or "openai",
+                rollout_engine_args=rollout_engine_args,
+                tokenizer=tokenizer,
+                sampling_params=sampling_params,
+                max_response_length=max_response_length,
+                max_prompt_length=max_prompt_length,
+                n_parallel_agents=n_parallel_agents,
+            )
+            agent_factory, env_factory, engine = form.agent_factory, form.env_factory, form.engine
+            self._owned_engine = engine
+            options = form.options
+            sampling = options["sampling"]
+            n_parallel = options.get("n_parallel", n_parallel)
+            max_prompt_tokens = options.get("max_prompt_tokens", max_prompt_tokens)
+            max_response_tokens = options.get("max_response_tokens", max_response_tokens)
+        elif agent_factory is None or env_factory is None or engine is None:
+            raise TypeError("AgentExecutionEngine needs agent_factory, env_factory and engine")
         if n_parallel < 1 or max_turns < 1:
             raise ValueError("n_parallel and max_turns must be at least 1")
         check_call_policy(env_calls, "env_calls")
@@ -159,9 +206,10 @@ class AgentExecutionEngine:
 
     # ---- public API -------------------------------------------------------------------------
     async def execute_tasks(
-        self, tasks: list[dict[str, Any]], seeds: list[int | None] | None = None
+        self, tasks: Iterable[dict[str, Any]], seeds: list[int | None] | None = None
     ) -> list[Episode]:
-        """One Episode per task row, in order."""
+        """One Episode per task row (a list or a TaskSet), in order."""
+        tasks = [dict(task) for task in tasks]
         if seeds is None:
             seeds = [None if self.seed is None else self.seed + i for i in range(len(tasks))]
         return await self._execute(list(zip(tasks, seeds, strict=True)))
@@ -183,8 +231,16 @@ class AgentExecutionEngine:
         return LocalEpisodes(self, count)
 
     def close(self) -> None:
-        """Release what the executor holds between runs (a Ray executor's workers)."""
+        """Release what the executor holds between runs (a Ray executor's workers), and the
+        rollout engine when the keyword form made it."""
         self.executor.close()
+        engine, self._owned_engine = self._owned_engine, None
+        if engine is not None:
+            release = getattr(engine, "close", None)
+            if release is not None:
+                release()
+            else:
+                asyncio.run(engine.aclose())
 
     # ---- the run ----------------------------------------------------------------------------
     async def _execute(self, jobs: list[tuple[dict[str, Any] | None, int | None]]) -> list[Episode]:
