@@ -260,7 +260,8 @@ def check_ray_cluster(config: TrainConfig, timeout: float = 5.0) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        args = build_parser().parse_args(argv)
+        # Intermixed: overrides may sit between flags (rllm-train env.agent=m:A --steps 2 ...).
+        args = build_parser().parse_intermixed_args(argv)
         config = config_from_args(args)
         if config.trainer.backend == "native":
             check_native(config)

@@ -80,6 +80,7 @@ class _Run:
     reset_task_id: Any = None  # many envs name their task only in reset's info
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    env_reward: float = 0.0  # the env's rewards summed, for agents that do not record them
 
 
 class AgentExecutionEngine:
@@ -343,7 +344,9 @@ class AgentExecutionEngine:
             )
             step.env_time = time.perf_counter() - started + (reset_time if turn == 0 else 0.0)
             run.last_info = dict(info)
+            run.env_reward += float(reward)
             run.agent.update_from_env(observation, reward, terminated or truncated, info)
+            record_outcome(step, reward, terminated or truncated, info)
             ending = env_ending(info, terminated, truncated)
             if ending is not None:
                 return ending
@@ -406,6 +409,8 @@ class AgentExecutionEngine:
     def _build_episode(self, run: _Run, reason: TerminationReason, error: str | None) -> Episode:
         trajectory = run.agent.trajectory
         trajectory.task = run.task
+        if not trajectory.reward and run.env_reward:  # an agent that keeps no rewards (rLLM's)
+            trajectory.reward = run.env_reward
         record_tokens(trajectory, run.conversation)
         steps = trajectory.steps
         task_key = _task_key(run)
@@ -437,6 +442,16 @@ def env_ending(info: dict[str, Any], terminated: bool, truncated: bool) -> Termi
     if truncated:
         return TerminationReason.ENV_TRUNCATED
     return None
+
+
+def record_outcome(step: Step, reward: float, done: bool, info: dict[str, Any]) -> None:
+    """What the env said of a step, on the step, where the agent left it unset: rLLM-style
+    agents record only the messages and leave rewards to the engine."""
+    if not step.reward:
+        step.reward = float(reward)
+    step.done = step.done or done
+    if not step.info:
+        step.info = dict(info)
 
 
 def record_tokens(trajectory: Trajectory, conversation: TokenConversation | None) -> None:
