@@ -105,6 +105,12 @@ def informative_rows(advantages: torch.Tensor, loss_mask: torch.Tensor) -> list[
     return ((advantages != 0) & (loss_mask > 0)).any(dim=1).nonzero().squeeze(-1).tolist()
 
 
+def rows_given(rows: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """``tasks=rows`` for a sampler call with rows; samplers that only take seeds (the
+    multi-agent one, plug-ins) never see the keyword."""
+    return {"tasks": rows} if rows is not None else {}
+
+
 def _seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
@@ -430,7 +436,7 @@ class NativeTrainer:
             rows = step_rows(self.data.train, run_seed, step, rollout.tasks_per_step)
             tasks = [row for row in rows for _ in range(rollout.n)]
         sampled = self.sampler.sample(
-            seeds, rollout.temperature, step_sampling_seed(run_seed, step), tasks
+            seeds, rollout.temperature, step_sampling_seed(run_seed, step), **rows_given(tasks)
         )
         episodes = sampled.episodes
         self.last_episodes = episodes  # for inspection (benchmarks, debugging)
@@ -508,7 +514,9 @@ class NativeTrainer:
         count = len(rows) if rows is not None else self.config.trainer.val_tasks
         seeds = validation_seeds(run_seed, count)
         sampling_seed = step_sampling_seed(run_seed, VALIDATION_STREAM + self.completed_steps)
-        episodes = self.sampler.sample(seeds, rollout.val_temperature, sampling_seed, rows).episodes
+        episodes = self.sampler.sample(
+            seeds, rollout.val_temperature, sampling_seed, **rows_given(rows)
+        ).episodes
         rewards = self._rewards(episodes)
         metrics = {
             "val/reward_mean": float(np.mean(rewards)) if rewards else 0.0,
@@ -529,7 +537,10 @@ class NativeTrainer:
         repeated_seeds = [seed for seed in seeds for _ in range(n)]
         repeated_rows = [row for row in rows for _ in range(n)] if rows is not None else None
         episodes = self.sampler.sample(
-            repeated_seeds, self.config.rollout.temperature, sampling_seed + 1, repeated_rows
+            repeated_seeds,
+            self.config.rollout.temperature,
+            sampling_seed + 1,
+            **rows_given(repeated_rows),
         ).episodes
         scores = compute_pass_at_k(episodes)
         return {f"val/{key}": value for key, value in scores.items() if key.startswith("pass@")}
