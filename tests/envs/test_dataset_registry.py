@@ -21,6 +21,7 @@ SHIPPED = {
     "mcp_retrieval": ["test", "train"],
     "swe": ["test", "train"],
     "arithmetic": ["test", "train"],
+    "solver_judge": ["test", "train"],
 }
 
 

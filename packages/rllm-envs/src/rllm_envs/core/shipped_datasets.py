@@ -77,6 +77,12 @@ SHIPPED_DATASETS: Mapping[str, ShippedDataset] = MappingProxyType(
             ShippedDataset(
                 "swe", "rllm/SWE-v0", _files("swe/data", train="train.jsonl", test="test.jsonl")
             ),
+            # The multi-agent solver-judge game plays the GSM8K rows (PettingZoo module id).
+            ShippedDataset(
+                "solver_judge",
+                "solver_judge_v0",
+                _files("math/data", train="gsm8k_train.jsonl", test="gsm8k_test.jsonl"),
+            ),
         )
     }
 )
