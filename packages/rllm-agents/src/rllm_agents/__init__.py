@@ -12,6 +12,7 @@ from rllm_agents.agents import (
     agent_for_env,
 )
 from rllm_agents.execution import AgentExecutionEngine, AgentWorkflowEngine, Workflow
+from rllm_agents.metrics import compute_pass_at_k
 from rllm_agents.types import Action, Episode, Step, TerminationReason, Trajectory
 
 __all__ = [
@@ -29,4 +30,5 @@ __all__ = [
     "Trajectory",
     "Workflow",
     "agent_for_env",
+    "compute_pass_at_k",
 ]

@@ -46,6 +46,21 @@ def pass_at_k_by_task(episodes: Iterable[Episode], k: int) -> float:
     return sum(scores) / len(scores) if scores else 0.0
 
 
+def compute_pass_at_k(results: Iterable[Episode], k: int | None = None) -> dict[str, float]:
+    """pass@k of per-episode results (``execute_tasks`` over a ``TaskSet.repeat(n)``).
+
+    Episodes are grouped by task; with n samples of every task, pass@1, 2, 4, ... n are
+    reported (or only pass@`k`), each the unbiased estimate averaged over tasks, beside the
+    number of tasks and samples per task.
+    """
+    episodes = list(results)
+    groups: Counter[str] = Counter(group_key(episode) for episode in episodes)
+    samples = min(groups.values()) if groups else 0
+    ks = [k] if k is not None else pass_ks(samples) if samples else []
+    scores = {f"pass@{each}": pass_at_k_by_task(episodes, each) for each in ks}
+    return {"tasks": float(len(groups)), "samples_per_task": float(samples), **scores}
+
+
 def pass_ks(n: int) -> list[int]:
     """The k values worth reporting for n samples per task: 1, 2, 4, ... and n."""
     ks = [1]

@@ -4,7 +4,7 @@ Importing this package registers every ``rllm/...`` id with Gymnasium. Env modul
 only when an env is made, so optional extras never break this import.
 """
 
-from rllm_envs.core.dataset_registry import DatasetRegistry
+from rllm_envs.core.dataset_registry import DatasetRegistry, resolve_dataset
 from rllm_envs.core.extras import MissingExtraError
 from rllm_envs.core.failures import InfrastructureFailure
 from rllm_envs.core.registry import ENV_ENTRIES, register_envs
@@ -29,4 +29,5 @@ __all__ = [
     "Transition",
     "UnicodeText",
     "register_envs",
+    "resolve_dataset",
 ]

@@ -152,16 +152,24 @@ RUN_MARKERS = ("checkpoints/latest", "metrics.jsonl", "config.yaml")
 
 
 def _run_native(config: TrainConfig, lock: RunLock) -> None:
-    from rllm_train.native.reporting import step_rows
+    from rllm_train.native.reporting import run_summary, step_rows
     from rllm_train.native.trainer import NativeTrainer
 
-    rows = step_rows(NativeTrainer(config, run_lock=lock).train())
+    every_row = NativeTrainer(config, run_lock=lock).train()
+    rows = step_rows(every_row)
     if rows:
         first, last = rows[0], rows[-1]
         print(
             f"rllm-train: {len(rows)} steps; reward {first['reward_mean']:.3f} (step "
             f"{first['step']}) -> {last['reward_mean']:.3f} (step {last['step']}); "
             f"metrics in {config.trainer.output}/metrics.jsonl"
+        )
+    summary = run_summary(every_row)
+    if "val_reward_first" in summary:
+        print(
+            f"rllm-train: held-out validation reward {summary['val_reward_first']:.3f} (step "
+            f"{summary['val_steps'][0]}) -> {summary['val_reward_last']:.3f} (step "
+            f"{summary['val_steps'][1]})"
         )
 
 
@@ -213,8 +221,12 @@ def check_native(config: TrainConfig) -> None:
             resolve_model(config.model.name)
         except FileNotFoundError as error:
             raise ConfigError(f"model.name: {error}") from error
+    from rllm_train.datasets import run_data
+
     if multiagent_setup(config) is None:  # a multi-agent env: its seats are checked there
-        check_env(config.env.id, config.env.kwargs)
+        if not config.env.entry_point:
+            check_env(config.env.id, config.env.kwargs)
+        run_data(config)  # data.train / data.val name sets that exist
 
 
 # Where Ray's head listens when an address names no port: the GCS, or the Ray Client server.
@@ -260,7 +272,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # SIGTERM unwinds like Ctrl-C: the sampler, Ray and the run lock are released on the way.
     terminate_on_signals()
     try:
-        args = build_parser().parse_args(argv)
+        # Intermixed: overrides may sit between flags (rllm-train env.agent=m:A --steps 2 ...).
+        args = build_parser().parse_intermixed_args(argv)
         config = config_from_args(args)
         if config.trainer.backend == "native":
             check_native(config)

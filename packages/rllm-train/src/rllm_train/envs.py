@@ -41,7 +41,19 @@ def check_env(env_id: str, kwargs: dict[str, Any]) -> str:
     return plain_id
 
 
-def make_env_factory(env_id: str, kwargs: dict[str, Any]) -> Callable[[], gym.Env]:
+def make_env_factory(
+    env_id: str, kwargs: dict[str, Any], entry_point: str = ""
+) -> Callable[[], gym.Env]:
+    """gym.make(env_id, **kwargs), or Class(**kwargs) for an ``env.entry_point`` "module:Class"."""
+    if entry_point:
+        from rllm_agents.agents.registry import load_entry_point
+
+        try:
+            env_class = load_entry_point(entry_point)
+        except (ImportError, AttributeError, ValueError) as error:
+            raise ConfigError(f"env.entry_point: cannot load {entry_point!r}: {error}") from error
+        arguments = dict(kwargs)
+        return lambda: env_class(**arguments)
     plain_id = check_env_id(env_id)
     arguments = dict(kwargs)
     return lambda: gym.make(plain_id, **arguments)

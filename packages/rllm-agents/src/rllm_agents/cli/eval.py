@@ -79,6 +79,12 @@ def build_parser() -> CommandParser:
     )
     parser.add_argument("--split", help="task split, e.g. test or gsm8k_test (tasks=shipped:…)")
     parser.add_argument("--env-kwargs", default="{}", help="JSON kwargs for gym.make")
+    parser.add_argument(
+        "--agent",
+        metavar="MODULE:CLASS",
+        help="a BaseAgent class to play the env (default: the env's registered agent)",
+    )
+    parser.add_argument("--agent-args", default="{}", help="JSON kwargs for the agent class")
     parser.add_argument("--parallel", type=positive_int, default=16, help="concurrent episodes")
     parser.add_argument("--max-turns", type=positive_int, default=8)
     parser.add_argument("--temperature", type=non_negative_float, default=0.6)
@@ -291,6 +297,8 @@ async def evaluate(
         raise UsageError(str(error)) from None
     started = False
     try:
+        agent_class = load_agent(args.agent) if args.agent else agent_for_env(args.env)
+        agent_args = json_object(args.agent_args, "--agent-args")
         kwargs = env_kwargs_from(args)
         env = first_env(make_env_factory(args.env, kwargs), args.env, kwargs)
         try:
@@ -325,7 +333,7 @@ async def evaluate(
         jobs = remaining_jobs(jobs, done)
         try:
             runner = AgentExecutionEngine(
-                agent_for_env(args.env),
+                lambda: agent_class(**agent_args),
                 rollout_envs,
                 engine,
                 tokenizer=tokenizer,
@@ -376,6 +384,32 @@ def failure_rate_exceeded(summary: dict[str, Any], max_rate: float) -> bool:
     """Whether more episodes failed for infrastructure than `max_rate` of them allows."""
     failed, total = summary.get("infra_failures", 0), summary.get("episodes", 0)
     return bool(total) and failed > 0 and failed / total > max_rate
+
+
+def load_agent(path: str) -> type:
+    """The agent class `path` ("module:Class") names, or a UsageError saying why not."""
+    from rllm_agents.agents.base import BaseAgent
+    from rllm_agents.agents.registry import load_entry_point
+
+    if ":" not in path:
+        raise UsageError(f"--agent: {path!r} is not of the form module:Class")
+    try:
+        agent_class = load_entry_point(path)
+    except (ImportError, AttributeError) as error:
+        raise UsageError(f"--agent: cannot load {path!r}: {error}") from error
+    if not (isinstance(agent_class, type) and issubclass(agent_class, BaseAgent)):
+        raise UsageError(f"--agent: {path!r} is not a BaseAgent subclass")
+    return agent_class
+
+
+def json_object(text: str, flag: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise UsageError(f"{flag}: not valid JSON: {error}") from error
+    if not isinstance(value, dict):
+        raise UsageError(f"{flag}: expected a JSON object, got {text!r}")
+    return value
 
 
 def print_summary(summary: dict[str, Any]) -> None:

@@ -1,5 +1,7 @@
 """Rollout engines, chosen by name (``make_engine("local", model="tiny")``).
 
+The names are also the ``engine_name`` values of ``AgentExecutionEngine``'s keyword form.
+
 Each entry builds one engine kind; heavy modules (torch, vllm) are imported only when that
 kind is made, so listing or choosing engines stays cheap.
 """
@@ -43,6 +45,7 @@ def _llamacpp(model: str = "smollm2", **kwargs: Any) -> RolloutEngine:
 
 ENGINES: dict[str, Callable[..., RolloutEngine]] = {
     "local": _local,
+    "embedded": _local,  # the models shipped in the package ("tiny", "smollm2")
     "openai": _openai,
     "vllm": _vllm,
     "llamacpp": _llamacpp,

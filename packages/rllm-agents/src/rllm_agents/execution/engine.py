@@ -81,10 +81,18 @@ class _Run:
     reset_task_id: Any = None  # many envs name their task only in reset's info
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    env_reward: float = 0.0  # the env's rewards summed, for agents that do not record them
 
 
 class AgentExecutionEngine:
     """Runs agents against envs with a rollout engine (see the module docstring).
+
+    Two forms, one implementation: the factory form below, or rLLM's documented keyword form
+    (``agent_class``, ``agent_args``, ``env_class``, ``env_args``, ``engine_name``,
+    ``rollout_engine_args``, ``sampling_params`` with ``"model"``, ``max_response_length``,
+    ``max_prompt_length``, ``n_parallel_agents``), which
+    :mod:`rllm_agents.execution.keyword_form` turns into the factory form; an engine it makes
+    is closed by :meth:`close`.
 
     Args:
         agent_factory: makes a fresh agent per episode.
@@ -110,10 +118,20 @@ class AgentExecutionEngine:
 
     def __init__(
         self,
-        agent_factory: Callable[[], BaseAgent],
-        env_factory: Callable[[], Any],
-        engine: Any,
+        agent_factory: Callable[[], BaseAgent] | None = None,
+        env_factory: Callable[[], Any] | None = None,
+        engine: Any = None,
         *,
+        agent_class: type[BaseAgent] | None = None,
+        agent_args: dict[str, Any] | None = None,
+        env_class: type | str | None = None,
+        env_args: dict[str, Any] | None = None,
+        engine_name: str | None = None,
+        rollout_engine_args: dict[str, Any] | None = None,
+        sampling_params: dict[str, Any] | None = None,
+        max_response_length: int | None = None,
+        max_prompt_length: int | None = None,
+        n_parallel_agents: int | None = None,
         tokenizer: Any = None,
         n_parallel: int = 8,
         max_turns: int = 8,
@@ -132,6 +150,36 @@ class AgentExecutionEngine:
         max_context_tokens: int | None = None,
         executor: str | Any = "inline",
     ) -> None:
+        self._owned_engine = None
+        if agent_class is not None or env_class is not None:
+            if agent_factory is not None or env_factory is not None or engine is not None:
+                raise TypeError("pass agent_class/env_class or the factories, not both")
+            if agent_class is None or env_class is None:
+                raise TypeError("the keyword form needs both agent_class and env_class")
+            from rllm_agents.execution.keyword_form import factory_form
+
+            form = factory_form(
+                agent_class=agent_class,
+                env_class=env_class,
+                agent_args=agent_args,
+                env_args=env_args,
+                engine_name=engine_name or "openai",
+                rollout_engine_args=rollout_engine_args,
+                tokenizer=tokenizer,
+                sampling_params=sampling_params,
+                max_response_length=max_response_length,
+                max_prompt_length=max_prompt_length,
+                n_parallel_agents=n_parallel_agents,
+            )
+            agent_factory, env_factory, engine = form.agent_factory, form.env_factory, form.engine
+            self._owned_engine = engine
+            options = form.options
+            sampling = options["sampling"]
+            n_parallel = options.get("n_parallel", n_parallel)
+            max_prompt_tokens = options.get("max_prompt_tokens", max_prompt_tokens)
+            max_response_tokens = options.get("max_response_tokens", max_response_tokens)
+        elif agent_factory is None or env_factory is None or engine is None:
+            raise TypeError("AgentExecutionEngine needs agent_factory, env_factory and engine")
         if n_parallel < 1 or max_turns < 1:
             raise ValueError("n_parallel and max_turns must be at least 1")
         check_call_policy(env_calls, "env_calls")
@@ -163,9 +211,10 @@ class AgentExecutionEngine:
 
     # ---- public API -------------------------------------------------------------------------
     async def execute_tasks(
-        self, tasks: list[dict[str, Any]], seeds: list[int | None] | None = None
+        self, tasks: Iterable[dict[str, Any]], seeds: list[int | None] | None = None
     ) -> list[Episode]:
-        """One Episode per task row, in order."""
+        """One Episode per task row (a list or a TaskSet), in order."""
+        tasks = [dict(task) for task in tasks]
         if seeds is None:
             seeds = [None if self.seed is None else self.seed + i for i in range(len(tasks))]
         return await self._execute(list(zip(tasks, seeds, strict=True)))
@@ -187,8 +236,16 @@ class AgentExecutionEngine:
         return LocalEpisodes(self, count)
 
     def close(self) -> None:
-        """Release what the executor holds between runs (a Ray executor's workers)."""
+        """Release what the executor holds between runs (a Ray executor's workers), and the
+        rollout engine when the keyword form made it."""
         self.executor.close()
+        engine, self._owned_engine = self._owned_engine, None
+        if engine is not None:
+            release = getattr(engine, "close", None)
+            if release is not None:
+                release()
+            else:
+                asyncio.run(engine.aclose())
 
     # ---- the run ----------------------------------------------------------------------------
     async def _execute(self, jobs: list[tuple[dict[str, Any] | None, int | None]]) -> list[Episode]:
@@ -298,7 +355,9 @@ class AgentExecutionEngine:
             )
             step.env_time = time.perf_counter() - started + (reset_time if turn == 0 else 0.0)
             run.last_info = dict(info)
+            run.env_reward += float(reward)
             run.agent.update_from_env(observation, reward, terminated or truncated, info)
+            record_outcome(step, reward, terminated or truncated, info)
             ending = env_ending(info, terminated, truncated)
             if ending is not None:
                 return ending
@@ -361,6 +420,8 @@ class AgentExecutionEngine:
     def _build_episode(self, run: _Run, reason: TerminationReason, error: str | None) -> Episode:
         trajectory = run.agent.trajectory
         trajectory.task = run.task
+        if not trajectory.reward and run.env_reward:  # an agent that keeps no rewards (rLLM's)
+            trajectory.reward = run.env_reward
         record_tokens(trajectory, run.conversation)
         steps = trajectory.steps
         task_key = _task_key(run)
@@ -392,6 +453,16 @@ def env_ending(info: dict[str, Any], terminated: bool, truncated: bool) -> Termi
     if truncated:
         return TerminationReason.ENV_TRUNCATED
     return None
+
+
+def record_outcome(step: Step, reward: float, done: bool, info: dict[str, Any]) -> None:
+    """What the env said of a step, on the step, where the agent left it unset: rLLM-style
+    agents record only the messages and leave rewards to the engine."""
+    if not step.reward:
+        step.reward = float(reward)
+    step.done = step.done or done
+    if not step.info:
+        step.info = dict(info)
 
 
 def record_tokens(trajectory: Trajectory, conversation: TokenConversation | None) -> None:

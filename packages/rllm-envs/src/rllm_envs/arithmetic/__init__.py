@@ -23,6 +23,9 @@ One turn: the episode terminates after the first reply, with ``info["is_correct"
 ``gym.make("rllm/Arithmetic-v0", max_operand=9, render_mode=None)``: operands run from 0 to
 ``max_operand``; every (a, b) pair is one task (100 by default, ids ``add-a-b``), drawn with
 the reset seed. ``reset(options={"task": {"a": 3, "b": 5}})`` plays one explicit pair.
+The registry's ``arithmetic`` dataset splits the default table: ``test`` holds one pair in five
+(``is_held_out``: ``(3a + b) % 5 == 0``, 20 pairs), ``train`` the other 80, so a run can be
+validated on pairs it never trained on.
 ``metadata["rllm.inline_safe"]`` is True: calls never block and may come from any thread.
 
 ## Version history
@@ -37,7 +40,10 @@ from rllm_envs.arithmetic.env import (
     ArithmeticEnv,
     DeprecatedArithmeticEnv,
     addition_tasks,
+    held_out_pairs,
+    is_held_out,
     last_integer,
+    training_pairs,
 )
 
 __all__ = [
@@ -46,5 +52,8 @@ __all__ = [
     "ArithmeticEnv",
     "DeprecatedArithmeticEnv",
     "addition_tasks",
+    "held_out_pairs",
+    "is_held_out",
     "last_integer",
+    "training_pairs",
 ]

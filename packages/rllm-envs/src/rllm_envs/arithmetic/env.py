@@ -25,6 +25,21 @@ def addition_tasks(max_operand: int) -> TaskSet:
     return TaskSet(f"addition-0-{max_operand}", rows)
 
 
+def is_held_out(a: int, b: int) -> bool:
+    """One pair in five, spread over the table, is kept out of training (the test split)."""
+    return (3 * a + b) % 5 == 0
+
+
+def training_pairs() -> list[Row]:
+    """The default table's pairs that are not held out (80 of 100)."""
+    return [row for row in addition_tasks(9).rows if not is_held_out(row["a"], row["b"])]
+
+
+def held_out_pairs() -> list[Row]:
+    """The default table's held-out pairs (20 of 100): what validation scores."""
+    return [row for row in addition_tasks(9).rows if is_held_out(row["a"], row["b"])]
+
+
 def last_integer(text: str) -> str | None:
     """The last integer written in `text`, in canonical decimal form (``"-007"`` -> ``"-7"``,
     thousands separators ignored), or None.

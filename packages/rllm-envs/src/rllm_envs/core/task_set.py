@@ -9,7 +9,7 @@ the part both that and :mod:`rllm_envs.core.dataset_registry` build on.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,12 +37,24 @@ class TaskSet:
         # A copy, like `draw`: rows may be shared by every env made from the same source.
         return dict(self.rows[index])
 
+    def __iter__(self) -> Iterator[Row]:
+        return (dict(row) for row in self.rows)
+
     def draw(self, rng: np.random.Generator) -> Row:
         """A row chosen uniformly with the caller's generator (the env's `np_random`)."""
         return dict(self.rows[int(rng.integers(len(self.rows)))])
 
     def take(self, count: int) -> TaskSet:
         return TaskSet(f"{self.name}[:{count}]", self.rows[:count])
+
+    def repeat(self, n: int) -> TaskSet:
+        """Each row `n` times in a row (n samples per task, for pass@k)."""
+        if n < 1:
+            raise ValueError(f"repeat needs n >= 1, got {n}")
+        return TaskSet(f"{self.name}x{n}", tuple(row for row in self.rows for _ in range(n)))
+
+    def to_list(self) -> list[Row]:
+        return list(self)
 
 
 def _read_jsonl(path: Path) -> list[Row]:

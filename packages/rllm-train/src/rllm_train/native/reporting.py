@@ -90,16 +90,22 @@ def step_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def run_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The reward over the reported steps (all of the run's, resumes included)."""
+    validated = [row for row in rows if "val/reward_mean" in row]
     rows = step_rows(rows)
     if not rows:
         return {}
     first, last = rows[0], rows[-1]
-    return {
+    summary = {
         "reported_steps": [first["step"], last["step"]],
         "reward_first": first["reward_mean"],
         "reward_last": last["reward_mean"],
         "reward_best": max(row["reward_mean"] for row in rows),
     }
+    if validated:  # held-out validation: before training (step 0) and after the last step
+        summary["val_steps"] = [validated[0]["step"], validated[-1]["step"]]
+        summary["val_reward_first"] = validated[0]["val/reward_mean"]
+        summary["val_reward_last"] = validated[-1]["val/reward_mean"]
+    return summary
 
 
 def plot_reward_curve(

@@ -44,9 +44,14 @@ class Rollout:
 
 class EpisodeSampler(Protocol):
     def sample(
-        self, seeds: Sequence[int], temperature: float, sampling_seed: int | None
+        self,
+        seeds: Sequence[int],
+        temperature: float,
+        sampling_seed: int | None,
+        tasks: Sequence[dict[str, Any]] | None = None,
     ) -> Rollout:
-        """One Episode per seed (the env resets with it), in order."""
+        """One Episode per seed (the env resets with it), in order; with `tasks`, episode i
+        plays task row i (``reset(seed, options={"task": row})``)."""
 
     def close(self) -> None:
         """Free threads and memory the sampler holds."""
@@ -91,7 +96,11 @@ class ExecutionSampler:
         )
 
     def sample(
-        self, seeds: Sequence[int], temperature: float, sampling_seed: int | None
+        self,
+        seeds: Sequence[int],
+        temperature: float,
+        sampling_seed: int | None,
+        tasks: Sequence[dict[str, Any]] | None = None,
     ) -> Rollout:
         self.model.eval()  # the trainer leaves it in train mode after an update
         limits = self.limits
@@ -114,7 +123,7 @@ class ExecutionSampler:
             executor=self.executor,
         )
         busy_before = self.engine.stats.busy_seconds
-        episodes = executor.run(seeds=list(seeds))
+        episodes = executor.run(tasks=list(tasks) if tasks is not None else None, seeds=list(seeds))
         return Rollout(
             episodes,
             generate_seconds=self.engine.stats.busy_seconds - busy_before,

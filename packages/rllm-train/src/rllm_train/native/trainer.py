@@ -30,11 +30,13 @@ import gymnasium as gym
 import numpy as np
 import torch
 from rllm_agents.agents.base import BaseAgent
+from rllm_agents.metrics import compute_pass_at_k
 from rllm_agents.run_folder import RunLock, check_output, fault_point, write_atomic
 from rllm_agents.types import Episode
 
 from rllm_train import algorithms
 from rllm_train.config import ConfigError, TrainConfig, save_config
+from rllm_train.datasets import RunData, run_data, step_rows, validation_rows
 from rllm_train.envs import make_env_factory
 from rllm_train.native import checkpoint, reporting
 from rllm_train.native.agent import agent_class_for, default_agent_args
@@ -104,6 +106,12 @@ def informative_rows(advantages: torch.Tensor, loss_mask: torch.Tensor) -> list[
     return ((advantages != 0) & (loss_mask > 0)).any(dim=1).nonzero().squeeze(-1).tolist()
 
 
+def rows_given(rows: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """``tasks=rows`` for a sampler call with rows; samplers that only take seeds (the
+    multi-agent one, plug-ins) never see the keyword."""
+    return {"tasks": rows} if rows is not None else {}
+
+
 def _seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
@@ -155,9 +163,12 @@ class NativeTrainer:
             env_factory = (
                 self.multiagent.env_factory
                 if self.multiagent is not None
-                else make_env_factory(config.env.id, config.env.kwargs)
+                else make_env_factory(config.env.id, config.env.kwargs, config.env.entry_point)
             )
         self.env_factory = env_factory
+        # The rows trained and validated on (data.train / data.val, or the env's shipped
+        # train/test pair); multi-agent games are drawn from seeds.
+        self.data = run_data(config) if self.multiagent is None else RunData()
         self.agent_factory = self._agent_factory(agent_class, agent_args or {})
         latest = self.output / "checkpoints" / checkpoint.LATEST
         if latest.exists() and not config.trainer.resume:
@@ -212,7 +223,8 @@ class NativeTrainer:
         self, agent_class: type[BaseAgent] | None, agent_args: dict[str, Any]
     ) -> Callable[[], BaseAgent]:
         chosen = agent_class or agent_class_for(self.config.env.id, self.config.env.agent)
-        arguments = {**default_agent_args(self.config.env.id), **agent_args}
+        defaults = {} if self.config.env.entry_point else default_agent_args(self.config.env.id)
+        arguments = {**defaults, **agent_args}
         if self.config.env.system_prompt:
             arguments.setdefault("system_prompt", self.config.env.system_prompt)
         return lambda: chosen(**arguments)
@@ -424,8 +436,12 @@ class NativeTrainer:
         run_seed = self.config.trainer.seed
         task_seeds = step_task_seeds(run_seed, step, rollout.tasks_per_step)
         seeds = [seed for seed in task_seeds for _ in range(rollout.n)]
+        tasks = None
+        if self.data.train is not None:
+            rows = step_rows(self.data.train, run_seed, step, rollout.tasks_per_step)
+            tasks = [row for row in rows for _ in range(rollout.n)]
         sampled = self.sampler.sample(
-            seeds, rollout.temperature, sampling_seed=step_sampling_seed(run_seed, step)
+            seeds, rollout.temperature, step_sampling_seed(run_seed, step), **rows_given(tasks)
         )
         episodes = sampled.episodes
         self.last_episodes = episodes  # for inspection (benchmarks, debugging)
@@ -490,19 +506,54 @@ class NativeTrainer:
         return {f"rae_baseline/{key}": value for key, value in self.role_baselines.values.items()}
 
     def validate(self) -> dict[str, float]:
+        """Greedy (val_temperature) rewards on the validation tasks - the held-out rows when
+        the run has them, else seeds of their own - and, with rollout.val_n > 1, pass@k."""
         started = time.perf_counter()
         run_seed = self.config.trainer.seed
-        seeds = validation_seeds(run_seed, self.config.trainer.val_tasks)
+        rollout = self.config.rollout
+        rows = (
+            validation_rows(self.data.val, self.config.trainer.val_tasks)
+            if self.data.val is not None
+            else None
+        )
+        count = len(rows) if rows is not None else self.config.trainer.val_tasks
+        seeds = validation_seeds(run_seed, count)
         sampling_seed = step_sampling_seed(run_seed, VALIDATION_STREAM + self.completed_steps)
         episodes = self.sampler.sample(
-            seeds, self.config.rollout.val_temperature, sampling_seed
+            seeds, rollout.val_temperature, sampling_seed, **rows_given(rows)
         ).episodes
         rewards = self._rewards(episodes)
-        return {
+        metrics = {
             "val/reward_mean": float(np.mean(rewards)) if rewards else 0.0,
             **(seat_metrics(episodes, "val/") if self.multiagent is not None else {}),
-            "time/validation_s": time.perf_counter() - started,
         }
+        correct = [float(e.is_correct) for e in episodes if e.is_correct is not None]
+        if correct:
+            metrics["val/accuracy"] = float(np.mean(correct))
+        if rollout.val_n > 1 and self.multiagent is None:
+            metrics.update(self._validate_pass_at_k(seeds, rows, sampling_seed))
+        metrics["time/validation_s"] = time.perf_counter() - started
+        return metrics
+
+    def _validate_pass_at_k(
+        self, seeds: list[int], rows: list[dict[str, Any]] | None, sampling_seed: int
+    ) -> dict[str, float]:
+        n = self.config.rollout.val_n
+        repeated_seeds = [seed for seed in seeds for _ in range(n)]
+        repeated_rows = [row for row in rows for _ in range(n)] if rows is not None else None
+        episodes = self.sampler.sample(
+            repeated_seeds,
+            self.config.rollout.temperature,
+            sampling_seed + 1,
+            **rows_given(repeated_rows),
+        ).episodes
+        scores = compute_pass_at_k(episodes)
+        return {f"val/{key}": value for key, value in scores.items() if key.startswith("pass@")}
+
+    @property
+    def validates_held_out(self) -> bool:
+        """Whether the run validates on held-out rows before its first and after its last step."""
+        return self.data.val is not None and self.config.trainer.validate_held_out
 
     def _resume(self) -> None:
         state = checkpoint.load_latest(self.output / "checkpoints")
@@ -572,7 +623,8 @@ class NativeTrainer:
         rows: list[dict[str, Any]] = list(log.earlier_rows)
         checkpoint_seconds: float | None = None
         try:
-            if trainer.val_before_train and self.completed_steps == 0:
+            validate_first = trainer.val_before_train or self.validates_held_out
+            if validate_first and self.completed_steps == 0:
                 start = {"step": 0, **self.validate()}
                 log.write(start)
                 rows.append(start)
@@ -581,7 +633,9 @@ class NativeTrainer:
                     row = self.train_step(self.completed_steps)
                     self.completed_steps += 1
                     fault_point("after_update", self.completed_steps)
-                    if trainer.val_every and self.completed_steps % trainer.val_every == 0:
+                    periodic = trainer.val_every and self.completed_steps % trainer.val_every == 0
+                    last = self.validates_held_out and self.completed_steps == trainer.steps
+                    if periodic or last:
                         row.update(self.validate())
                     if checkpoint_seconds is not None:
                         row["time/checkpoint_s"] = checkpoint_seconds  # the previous save's

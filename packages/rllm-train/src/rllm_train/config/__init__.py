@@ -27,7 +27,7 @@ SEQUENCE_MODES = ("trajectory", "step")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 ROLLOUT_DISPATCH = ("lockstep", "async")
 EXECUTORS = ("inline", "ray")
-SHIPPED_CONFIGS = Path(__file__).parent / "configs"  # --config NAME finds NAME.yaml here
+SHIPPED_CONFIGS = Path(__file__).parent.parent / "configs"  # --config NAME finds NAME.yaml here
 
 
 class ConfigError(ValueError):
@@ -50,7 +50,22 @@ class EnvConfig:
     id: str = "rllm/Arithmetic-v0"  # the embedded default task (rllm_envs.arithmetic)
     kwargs: dict[str, Any] = field(default_factory=dict)
     agent: str = ""  # "module:Class" of a BaseAgent; empty = the agent registered for the env
+    # "module:Class" of a gymnasium.Env made as Class(**kwargs) instead of gym.make(id): what
+    # AgentTrainer(env_class=SomeEnvClass) records. Empty = gym.make(env.id, **kwargs).
+    entry_point: str = ""
     system_prompt: str = ""  # given to the agent as its system prompt; empty = its own
+
+
+@dataclass
+class DataConfig:
+    # The task rows to train and validate on: a registry "name:split" (rllm_envs'
+    # DatasetRegistry: gsm8k:train, frozenlake:test, ... or a set you registered) or a
+    # JSONL/JSON/Parquet file; each row is played with env.reset(options={"task": row}).
+    # Empty train: the env draws its own tasks from the step's seeds - except that an env with
+    # a shipped train/test pair (and no task choice in env.kwargs) trains on the train split.
+    # Empty val: that env's held-out test split, else validation seeds drawn from the env.
+    train: str = ""
+    val: str = ""
 
 
 @dataclass
@@ -82,6 +97,9 @@ class RolloutConfig:
     temperature: float = 1.0
     top_p: float = 1.0
     val_temperature: float = 0.0  # 0 = greedy
+    # > 1: validation also samples each task val_n times at `temperature` and reports
+    # val/pass@k (k = 1, 2, 4, ... val_n) beside the greedy val/reward_mean.
+    val_n: int = 1
     # inline: envs in the trainer's process; ray: on the workers of a Ray cluster (the trainer's
     # model answers them over HTTP; docs/agents/ray.md). Needs dispatch=async.
     executor: str = "inline"
@@ -127,6 +145,9 @@ class TrainerConfig:
     val_every: int = 0  # 0 = no validation
     val_tasks: int = 16
     val_before_train: bool = False  # also validate before the first step (a "step 0" row)
+    # With a held-out validation set (data.val, or the env's test split): validate before the
+    # first step and after the last one, whatever val_every and val_before_train say.
+    validate_held_out: bool = True
     resume: bool = False
     tensorboard: bool = True
     progress: bool = True
@@ -136,6 +157,7 @@ class TrainerConfig:
 class TrainConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     env: EnvConfig = field(default_factory=EnvConfig)
+    data: DataConfig = field(default_factory=DataConfig)
     multiagent: MultiAgentConfig = field(default_factory=MultiAgentConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
@@ -160,6 +182,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
 POSITIVE = (
     "rollout.tasks_per_step",
     "rollout.n",
+    "rollout.val_n",
     "rollout.max_turns",
     "rollout.max_response_tokens",
     "rollout.max_prompt_tokens",
@@ -315,6 +338,17 @@ def build_config(
         _set(config, key, value)
     validate(config)
     return config
+
+
+def from_mapping(sections: Any) -> TrainConfig:
+    """A config from a mapping of sections - a plain dict, or the DictConfig a
+    ``@hydra.main(config_path="pkg://rllm_train.config", config_name="agent_trainer")`` entry
+    point receives (its command-line overrides already applied by Hydra); validated."""
+    if not isinstance(sections, dict):
+        from omegaconf import OmegaConf
+
+        sections = OmegaConf.to_container(sections, resolve=True)
+    return build_config(overrides=dict(_flatten(dict(sections), "config")))
 
 
 def get_value(config: TrainConfig, dotted: str) -> Any:

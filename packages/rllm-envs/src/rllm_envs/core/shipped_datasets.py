@@ -1,0 +1,107 @@
+"""The task sets rllm-envs ships, by dataset name and split, for :class:`DatasetRegistry`.
+
+Each split names where its rows come from: a JSONL file inside the ``rllm_envs`` package, or a
+``"module:function"`` that returns the rows (for sets made by a rule, such as the arithmetic
+split). ``env_id`` is the env that plays the rows (``reset(options={"task": row})``), which is
+how a trainer finds an env's held-out split when no validation set is named.
+
+Nothing here is read until a split is loaded; the table itself is constant.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+
+from rllm_envs.core.task_set import Row, read_task_file
+
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class ShippedDataset:
+    name: str
+    env_id: str
+    splits: Mapping[str, str]  # split -> package-relative file, or "module:function"
+
+
+def _files(folder: str, **splits: str) -> Mapping[str, str]:
+    return MappingProxyType({split: f"{folder}/{file}" for split, file in splits.items()})
+
+
+SHIPPED_DATASETS: Mapping[str, ShippedDataset] = MappingProxyType(
+    {
+        entry.name: entry
+        for entry in (
+            ShippedDataset(
+                "arithmetic",
+                "rllm/Arithmetic-v0",
+                MappingProxyType(
+                    {
+                        "train": "rllm_envs.arithmetic.env:training_pairs",
+                        "test": "rllm_envs.arithmetic.env:held_out_pairs",
+                    }
+                ),
+            ),
+            ShippedDataset(
+                "gsm8k",
+                "rllm/Math-v0",
+                _files("math/data", train="gsm8k_train.jsonl", test="gsm8k_test.jsonl"),
+            ),
+            ShippedDataset(
+                "math",
+                "rllm/Math-v0",
+                _files("math/data", train="math_train.jsonl", test="math_test.jsonl"),
+            ),
+            ShippedDataset(
+                "humaneval", "rllm/Code-v0", _files("code/data", test="humaneval.jsonl")
+            ),
+            ShippedDataset(
+                "mbpp",
+                "rllm/Code-v0",
+                _files("code/data", test="mbpp.jsonl", stdio="mbpp_stdio.jsonl"),
+            ),
+            ShippedDataset(
+                "frozenlake",
+                "rllm/FrozenLake-v0",
+                _files("frozenlake/data", train="train.jsonl", test="test.jsonl"),
+            ),
+            ShippedDataset(
+                "mcp_retrieval",
+                "rllm/MCP-v0",
+                _files("mcp/retrieval/data", train="train.jsonl", test="test.jsonl"),
+            ),
+            ShippedDataset(
+                "swe", "rllm/SWE-v0", _files("swe/data", train="train.jsonl", test="test.jsonl")
+            ),
+            # The multi-agent solver-judge game plays the GSM8K rows (PettingZoo module id).
+            ShippedDataset(
+                "solver_judge",
+                "solver_judge_v0",
+                _files("math/data", train="gsm8k_train.jsonl", test="gsm8k_test.jsonl"),
+            ),
+        )
+    }
+)
+
+
+def load_shipped(name: str, split: str) -> list[Row]:
+    """The rows of a shipped split (KeyError when the name or split is not shipped)."""
+    source = SHIPPED_DATASETS[name].splits[split]
+    if ":" in source:
+        module_name, _, function = source.partition(":")
+        return [dict(row) for row in getattr(importlib.import_module(module_name), function)()]
+    return read_task_file(PACKAGE_DIR / source)
+
+
+def held_out_split(env_id: str) -> tuple[str, str] | None:
+    """(dataset, "test") of the first shipped dataset played by `env_id` that has a test split
+    and a train split beside it, else None."""
+    bare_id = env_id.rpartition(":")[2]
+    for entry in SHIPPED_DATASETS.values():
+        if entry.env_id == bare_id and {"train", "test"} <= set(entry.splits):
+            return entry.name, "test"
+    return None
