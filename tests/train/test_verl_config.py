@@ -68,7 +68,8 @@ def test_composed_config_carries_our_settings_through_verls_dataclasses(prepared
     assert config.data.train_batch_size == 16
     assert config.actor_rollout_ref.model.lora_rank == 32
     assert (config.trainer.nnodes, config.trainer.n_gpus_per_node) == (2, 8)
-    assert list(config.trainer.logger) == ["console", "tensorboard"]
+    # verl's file logger always: metrics.jsonl is built from it
+    assert list(config.trainer.logger) == ["console", "tensorboard", "file"]
     assert config.trainer.val_before_train is True
     assert config.critic.enable is False  # GRPO trains no value model
 

@@ -213,6 +213,14 @@ def check_native(config: TrainConfig) -> None:
     """
     from rllm_agents.models import EMBEDDED_MODELS, resolve_model
 
+    from rllm_train.config import BACKEND_ONLY_ALGORITHMS
+
+    if config.algorithm.name in BACKEND_ONLY_ALGORITHMS:
+        backend, reason = BACKEND_ONLY_ALGORITHMS[config.algorithm.name]
+        raise ConfigError(
+            f"algorithm.name: {config.algorithm.name} runs on --backend {backend} only: {reason}"
+        )
+
     from rllm_train.envs import check_env
     from rllm_train.native.multiagent_setup import multiagent_setup
 

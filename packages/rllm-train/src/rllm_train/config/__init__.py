@@ -21,7 +21,15 @@ from rllm_agents.run_folder import write_atomic
 
 from rllm_train.verl.options import VerlOptions
 
-ALGORITHMS = ("grpo", "rloo", "reinforce_plus_plus", "ppo", "rae")
+ALGORITHMS = ("grpo", "rloo", "reinforce_plus_plus", "ppo", "rae", "remax")
+# Algorithms one backend runs and the other cannot: name -> (backend, why the other cannot).
+BACKEND_ONLY_ALGORITHMS = {
+    "remax": (
+        "verl",
+        "ReMax's baseline is a greedy rollout of each task, which verl's trainer runs "
+        "between sampling and the update",
+    ),
+}
 BACKENDS = ("native", "verl")
 SEQUENCE_MODES = ("trajectory", "step")
 DTYPES = ("auto", "float32", "bfloat16", "float16")

@@ -118,6 +118,8 @@ SETTINGS: dict[str, Callable[[VerlRunSpec, RunFiles], Any]] = {
     "trainer.total_epochs": lambda s, f: s.total_epochs,
     "trainer.total_training_steps": lambda s, f: s.total_steps,
     "trainer.save_freq": lambda s, f: s.save_freq,
+    # Only --resume continues a run: a fresh run never picks up checkpoints it finds.
+    "trainer.resume_mode": lambda s, f: "auto" if s.resume else "disable",
     "trainer.test_freq": lambda s, f: s.test_freq,
     "trainer.val_before_train": lambda s, f: s.val_env_kwargs is not None,
     "trainer.default_local_dir": lambda s, f: str(f.checkpoint_dir),

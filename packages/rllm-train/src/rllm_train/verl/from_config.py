@@ -138,6 +138,7 @@ def spec_from_config(config: Any) -> VerlRunSpec:
         project_name=options.project_name,
         experiment_name=config.env.id.rsplit(":", 1)[-1].replace("/", "-"),
         save_freq=trainer.save_every or -1,
+        resume=trainer.resume,
         test_freq=trainer.val_every or -1,
         val_env_kwargs=dict(config.env.kwargs) if trainer.val_every else None,
         max_val_tasks=trainer.val_tasks,

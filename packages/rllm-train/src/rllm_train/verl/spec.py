@@ -93,6 +93,7 @@ class VerlRunSpec:
     output_dir: str = "runs/verl"
     project_name: str = "rllm"
     experiment_name: str = "verl"
+    resume: bool = False  # continue from the newest checkpoint in output_dir/checkpoints
     save_freq: int = -1  # checkpoint every N steps (-1: only at the end)
     test_freq: int = -1
     loggers: tuple[str, ...] = ("console",)

@@ -1,0 +1,160 @@
+"""verl's own trainer really trains, on this CPU: ``rllm-train --backend verl`` end to end.
+
+Each run is the installed command as a user types it, with no device flag: verl's task runner,
+its FSDP2 actor (and critic, reference), its agent-loop workers running ``RllmAgentLoop`` on a
+multi-turn env (FrozenLake, rewarded by reply length so the tiny model's samples differ and
+every update has a gradient), and rllm's LocalEngine as the rollout, into which verl's weight
+sync loads every update. The tests read what the run computed: grad norms, the gap between the
+rollout engine's log-probs and the trainer's (zero up to float error only if the engine holds
+the updated weights), weights that moved, and the run folder the native backend would write.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.parts import require_module
+from tests.train.reply_length import LAKE_MODULE_ENV_ID
+
+pytestmark = pytest.mark.slow
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+# Both engines compute in float32 on a CPU: after a weight sync their per-token probabilities
+# differ by float rounding only (seen: about 1e-11). A stale engine would differ by the update.
+LOGPROB_GAP_TOLERANCE = 1e-5
+RUN_FLAGS = (
+    "--backend", "verl", "--env", LAKE_MODULE_ENV_ID, "--model", "tiny", "--no-progress",
+    "rollout.tasks_per_step=2", "rollout.n=2", "rollout.max_turns=2",
+    "rollout.max_response_tokens=16", "trainer.micro_batch_size=2", "trainer.lr=1e-3",
+    "verl.agent_workers=1", "trainer.validate_held_out=false",
+)  # fmt: skip
+NATIVE_RUN_FILES = ("config.yaml", "metrics.jsonl", "summary.json", "reward_curve.png")
+
+
+def rllm_train(output: Path, *extra: str, timeout: float = 420) -> subprocess.CompletedProcess:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    command = [sys.executable, "-m", "rllm_train.cli", *RUN_FLAGS, "--output", str(output), *extra]
+    done = subprocess.run(
+        command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
+    assert done.returncode == 0, f"rllm-train failed:\n{done.stderr[-6000:]}"
+    return done
+
+
+def metric_rows(output: Path) -> list[dict]:
+    return [json.loads(line) for line in (output / "metrics.jsonl").read_text().splitlines()]
+
+
+def trained_rows(output: Path) -> list[dict]:
+    return [row for row in metric_rows(output) if "reward_mean" in row]
+
+
+def actor_weights(checkpoint: Path) -> dict:
+    """The trainer's weights in verl's FSDP2 checkpoint (one process: each shard is whole)."""
+    import torch
+
+    state = torch.load(
+        checkpoint / "actor" / "model_world_size_1_rank_0.pt",
+        weights_only=False,
+        map_location="cpu",
+    )
+    return {
+        key: value.to_local() if hasattr(value, "to_local") else value
+        for key, value in state.items()
+    }
+
+
+def assert_trained(rows: list[dict], steps: int) -> None:
+    assert [row["step"] for row in rows] == list(range(1, steps + 1))  # each step exactly once
+    for row in rows:
+        assert math.isfinite(row["grad_norm"]) and row["grad_norm"] > 0, row
+        assert math.isfinite(row["loss"]), row
+        # Rollout correction is on by default, and its metrics reach metrics.jsonl.
+        assert "rollout_corr/rollout_is_mean" in row, sorted(row)
+        # The trainer's log-probs of what the engine sampled equal the engine's own: the engine
+        # serving step N holds the weights of update N-1.
+        assert row["logprob_gap_max"] < LOGPROB_GAP_TOLERANCE, row["logprob_gap_max"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def verl_trainer():
+    require_module("ray", "the verl backend's trainer runs on Ray: pip install 'rllm-train[verl]'")
+
+
+@pytest.fixture(scope="module")
+def grpo_run(tmp_path_factory) -> Path:
+    """GRPO stopped after step 1, then resumed to step 2 (verl's checkpoint manager)."""
+    output = tmp_path_factory.mktemp("grpo")
+    first = rllm_train(output, "--steps", "1")
+    assert "CPU mode" in first.stderr  # chosen for the user, and said so in one line
+    assert [row["step"] for row in trained_rows(output)] == [1]
+    rllm_train(output, "--steps", "2", "--resume")
+    return output
+
+
+def test_grpo_trains_two_steps_across_a_resume(grpo_run):
+    assert_trained(trained_rows(grpo_run), steps=2)
+    checkpoints = grpo_run / "checkpoints"
+    assert (checkpoints / "latest_checkpointed_iteration.txt").read_text().strip() == "2"
+    assert len(list((grpo_run / "verl_metrics").glob("attempt-*.jsonl"))) == 2
+
+
+def test_the_run_folder_is_the_native_backends(grpo_run):
+    for name in NATIVE_RUN_FILES:
+        assert (grpo_run / name).is_file(), name
+    assert any((grpo_run / "tensorboard").iterdir())
+    summary = json.loads((grpo_run / "summary.json").read_text())
+    assert summary["backend"] == "verl" and summary["reported_steps"] == [1, 2]
+
+
+def test_weights_changed_between_checkpoints(grpo_run):
+    import torch
+    from rllm_agents.models import load_model, resolve_model
+
+    initial = load_model(str(resolve_model("tiny"))).state_dict()
+    step_1 = actor_weights(grpo_run / "checkpoints" / "global_step_1")
+    step_2 = actor_weights(grpo_run / "checkpoints" / "global_step_2")
+    assert step_1.keys() <= initial.keys()
+    moved_1 = [key for key in step_1 if not torch.equal(step_1[key], initial[key])]
+    moved_2 = [key for key in step_2 if not torch.equal(step_2[key], step_1[key])]
+    assert moved_1 and moved_2
+
+
+def test_ppo_trains_a_critic_and_validates(tmp_path):
+    rllm_train(tmp_path, "--algorithm", "ppo", "--steps", "2", "trainer.val_every=2",
+               "trainer.val_tasks=2")  # fmt: skip
+    rows = trained_rows(tmp_path)
+    assert_trained(rows, steps=2)
+    for row in rows:  # GAE: a value model trained beside the policy
+        assert math.isfinite(row["critic/vf_loss"]) and row["critic/grad_norm"] > 0
+    validated = [row for row in metric_rows(tmp_path) if "val/reward_mean" in row]
+    assert [row["step"] for row in validated] == [0, 2]  # before training and at step 2
+
+
+def test_remax_with_lora_and_a_kl_loss(tmp_path):
+    rllm_train(tmp_path, "--algorithm", "remax", "--steps", "2", "model.lora_rank=8",
+               "model.lora_alpha=16", "algorithm.kl_coef=0.01")  # fmt: skip
+    rows = trained_rows(tmp_path)
+    assert_trained(rows, steps=2)  # the engine holds the merged adapter after each sync
+    assert all(math.isfinite(row["kl_loss"]) for row in rows)
+    assert rows[-1]["kl_loss"] > 0  # the policy moved away from the reference
+
+
+def test_native_refuses_remax_with_the_reason(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "rllm_train.cli", "--algorithm", "remax", "--model", "tiny",
+         "--output", str(tmp_path / "run"), "--dry-run"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "remax runs on --backend verl only" in done.stderr
