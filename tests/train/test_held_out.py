@@ -85,7 +85,6 @@ def test_verl_dry_run_takes_the_documented_form(tmp_path):
     assert trainer.config.env.agent == "rllm_agents.agents.text_agent:TextAgent"
 
 
-@pytest.mark.xfail(strict=True, reason="verl backend: data.train / data.val not yet read")
 def test_verl_dry_run_lays_out_the_given_rows(tmp_path):
     require_module("verl", "the verl backend needs rllm-train[verl]")
     trainer = AgentTrainer(

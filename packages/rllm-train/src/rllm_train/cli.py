@@ -106,7 +106,8 @@ def build_parser() -> CommandParser:
     parser.add_argument(
         "--backend",
         choices=BACKENDS,
-        help="native (CPU or one GPU, default) or verl (GPU clusters, needs rllm-train[verl])",
+        help="native (CPU or one GPU, default) or verl (verl's trainer on GPU clusters, or in its "
+        "CPU mode where there is no GPU; needs rllm-train[verl])",
     )
     parser.add_argument("--steps", type=positive_int, metavar="N", help="training steps")
     parser.add_argument("--output", metavar="DIR", help="run directory (metrics, checkpoints)")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rllm_train.datasets import run_data
 from rllm_train.verl.options import VerlOptions
 from rllm_train.verl.placement import placement
 from rllm_train.verl.spec import VerlConfigError, VerlRunSpec
@@ -90,6 +91,11 @@ def spec_from_config(config: Any) -> VerlRunSpec:
     if algorithm.name == "ppo":
         overrides.append(f"critic.cliprange_value={algorithm.cliprange_value}")
     loggers = ("console", "tensorboard") if trainer.tensorboard else ("console",)
+    data = run_data(config)
+    # Validation: every val_every steps, or (held-out rows at hand) before and after training.
+    validates = bool(trainer.val_every) or (
+        data.val is not None and getattr(trainer, "validate_held_out", False)
+    )
     where = placement(
         trainer.device,
         options.rollout_engine,
@@ -139,8 +145,10 @@ def spec_from_config(config: Any) -> VerlRunSpec:
         experiment_name=config.env.id.rsplit(":", 1)[-1].replace("/", "-"),
         save_freq=trainer.save_every or -1,
         resume=trainer.resume,
-        test_freq=trainer.val_every or -1,
-        val_env_kwargs=dict(config.env.kwargs) if trainer.val_every else None,
+        test_freq=trainer.val_every or (trainer.steps if validates else -1),
+        val_env_kwargs=dict(config.env.kwargs) if validates else None,
+        train_rows=tuple(dict(row) for row in data.train) if data.train is not None else None,
+        val_rows=tuple(dict(row) for row in data.val) if data.val is not None else None,
         max_val_tasks=trainer.val_tasks,
         loggers=loggers,
         seed=trainer.seed,

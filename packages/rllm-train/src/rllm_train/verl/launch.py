@@ -35,9 +35,36 @@ class PreparedRun:
     val_sources: tuple[EpisodeSource, ...]
 
 
-def _sources(
-    spec: VerlRunSpec, env_kwargs: dict[str, Any], max_tasks: int | None
+def _given_sources(
+    spec: VerlRunSpec, rows: tuple[dict[str, Any], ...], env_kwargs: dict[str, Any], cap
 ) -> tuple[EpisodeSource, ...]:
+    """One episode source per given task row (each handed to reset as options["task"])."""
+    count = len(rows) if cap is None else min(cap, len(rows))
+    return tuple(
+        EpisodeSource(
+            env_id=spec.env_id,
+            env_kwargs=dict(env_kwargs),
+            task=dict(row),
+            seed=spec.seed + index,
+            agent=spec.agent,
+            max_turns=spec.max_turns,
+            max_tokens_per_turn=spec.max_tokens_per_turn,
+            timeout_s=spec.episode_timeout_s,
+        )
+        for index, row in enumerate(rows[:count])
+    )
+
+
+def _sources(
+    spec: VerlRunSpec,
+    env_kwargs: dict[str, Any],
+    max_tasks: int | None,
+    rows: tuple[dict[str, Any], ...] | None = None,
+) -> tuple[EpisodeSource, ...]:
+    if rows is not None:
+        if not rows:
+            raise VerlConfigError(f"no task rows given for {spec.env_id!r}")
+        return _given_sources(spec, rows, env_kwargs, max_tasks)
     try:
         sources = episode_sources(
             spec.env_id,
@@ -69,9 +96,9 @@ def prepare_run(spec: VerlRunSpec) -> PreparedRun:
             load_agent_class(spec.agent)
         except ValueError as error:
             raise VerlConfigError(f"env.agent: {error}") from error
-    train = _sources(spec, spec.env_kwargs, spec.max_tasks)
+    train = _sources(spec, spec.env_kwargs, spec.max_tasks, spec.train_rows)
     val = (
-        _sources(spec, spec.val_env_kwargs, spec.max_val_tasks)
+        _sources(spec, spec.val_env_kwargs, spec.max_val_tasks, spec.val_rows)
         if spec.val_env_kwargs is not None
         else ()
     )

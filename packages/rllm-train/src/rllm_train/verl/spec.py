@@ -56,6 +56,10 @@ class VerlRunSpec:
     val_env_kwargs: dict[str, Any] | None = (
         None  # env kwargs selecting validation tasks (None: no validation)
     )
+    # Task rows given by the run (data.train / data.val, or the env's train/test split); None:
+    # the env's own task set (or seeds). Validation runs on val_rows when given.
+    train_rows: tuple[dict[str, Any], ...] | None = None
+    val_rows: tuple[dict[str, Any], ...] | None = None
     max_tasks: int | None = None  # cap on training rows (None: every task)
     max_val_tasks: int | None = None  # cap on validation rows (None: every task)
     seed_tasks: int = 64  # rows made of seeds for envs without a task set

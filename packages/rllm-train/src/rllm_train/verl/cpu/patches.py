@@ -1,4 +1,4 @@
-"""The two places where verl 0.9.1 assumes an accelerator outside its platform interface.
+"""The three places where verl 0.9.1 assumes an accelerator outside its platform interface.
 
 Each adjustment replaces one name in verl's module namespace before the modules that use it
 are imported (verl imports this package from its own ``__init__``), and each is checked by
@@ -48,6 +48,28 @@ def _unpinned_offload_policy(policy_class):
     return UnpinnedCPUOffloadPolicy
 
 
+def _sdpa_value_model(load):
+    """verl's critic model loader with SDPA attention.
+
+    verl loads the critic (a token-classification head on the policy's model) with
+    ``attn_implementation="flash_attention_2"`` written into the call; flash-attn is CUDA only.
+    """
+
+    @functools.wraps(load)
+    def load_on_cpu(local_path, torch_dtype, model_config, trust_remote_code):
+        from transformers import AutoModelForTokenClassification
+
+        return AutoModelForTokenClassification.from_pretrained(
+            pretrained_model_name_or_path=local_path,
+            torch_dtype=torch_dtype,
+            config=model_config,
+            attn_implementation="sdpa",
+            trust_remote_code=trust_remote_code,
+        )
+
+    return load_on_cpu
+
+
 def apply() -> None:
     already = [name for name in LATE_IMPORTERS if name in sys.modules]
     if already:
@@ -57,10 +79,14 @@ def apply() -> None:
         )
     import verl.utils.distributed as distributed
     import verl.utils.fsdp_utils as fsdp_utils
+    import verl.utils.model as model_utils
 
     if not getattr(distributed.initialize_global_process_group_ray, "__wrapped__", None):
         distributed.initialize_global_process_group_ray = _gloo_process_group(
             distributed.initialize_global_process_group_ray
         )
+    # verl imports the loader inside the function that calls it, so replacing it here suffices.
+    if not getattr(model_utils.load_valuehead_model, "__wrapped__", None):
+        model_utils.load_valuehead_model = _sdpa_value_model(model_utils.load_valuehead_model)
     if fsdp_utils.CPUOffloadPolicy.__name__ != "UnpinnedCPUOffloadPolicy":
         fsdp_utils.CPUOffloadPolicy = _unpinned_offload_policy(fsdp_utils.CPUOffloadPolicy)
