@@ -14,7 +14,8 @@ from tests.parts import require_part
 
 
 def test_registry_names_every_engine_kind():
-    assert set(ENGINES) == {"local", "openai", "vllm", "llamacpp"}
+    # "embedded" is the documented name of the local engine with a shipped model.
+    assert set(ENGINES) == {"local", "embedded", "openai", "vllm", "llamacpp"}
     with pytest.raises(ValueError, match="choose from"):
         make_engine("nonsense")
 

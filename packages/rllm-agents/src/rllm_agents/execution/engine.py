@@ -178,8 +178,9 @@ class AgentExecutionEngine:
             n_parallel = options.get("n_parallel", n_parallel)
             max_prompt_tokens = options.get("max_prompt_tokens", max_prompt_tokens)
             max_response_tokens = options.get("max_response_tokens", max_response_tokens)
-        elif agent_factory is None or env_factory is None or engine is None:
-            raise TypeError("AgentExecutionEngine needs agent_factory, env_factory and engine")
+        elif agent_factory is None or env_factory is None:
+            # engine may be None: an executor that brings its own (Ray workers' HTTP clients).
+            raise TypeError("AgentExecutionEngine needs agent_factory and env_factory")
         if n_parallel < 1 or max_turns < 1:
             raise ValueError("n_parallel and max_turns must be at least 1")
         check_call_policy(env_calls, "env_calls")
