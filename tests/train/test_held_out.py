@@ -97,6 +97,28 @@ def test_verl_dry_run_lays_out_the_given_rows(tmp_path):
     assert "train rows: 6 " in layout and "val rows:   2 " in layout
 
 
+@pytest.mark.slow
+def test_verl_trains_a_real_step_on_the_given_rows(tmp_path):
+    """The documented trainer call on verl's own trainer (CPU mode here): a real step on the
+    training rows, validation on the held-out rows before and after it."""
+    require_module("ray", "the verl backend's trainer runs on Ray: pip install 'rllm-train[verl]'")
+    config = {
+        "trainer.backend": "verl", "model.name": "tiny", "trainer.output": str(tmp_path),
+        "trainer.steps": 1, "rollout.tasks_per_step": 2, "rollout.n": 2,
+        "trainer.micro_batch_size": 2, "verl.agent_workers": 1, "trainer.val_tasks": 2,
+    }  # fmt: skip
+    trainer = AgentTrainer(
+        env_class="rllm/Arithmetic-v0",
+        config=config,
+        train_dataset=DatasetRegistry.load_dataset("arithmetic", "train").take(4),
+        val_dataset=DatasetRegistry.load_dataset("arithmetic", "test").take(2),
+    )
+    rows = trainer.train()
+    assert [row["step"] for row in rows if "reward_mean" in row] == [1]
+    assert [row["step"] for row in rows if "val/reward_mean" in row] == [0, 1]
+    assert (tmp_path / "data" / "val.parquet").is_file()
+
+
 def test_hydra_config_is_our_config():
     hydra = require_module("hydra", "Hydra configs need hydra-core")
     shipped = yaml.safe_load((CONFIG_DIR / "agent_trainer.yaml").read_text())

@@ -87,12 +87,15 @@ class AgentTrainer:
             self.config.env.agent = f"{agent_class.__module__}:{agent_class.__qualname__}"
 
     def train(self) -> list[dict[str, Any]]:
-        """Run training; the native backend returns its metric rows (``val/*`` included)."""
+        """Run training; returns the run's metric rows (``val/*`` included), on both backends."""
         if self.config.trainer.backend == "verl":
+            from pathlib import Path
+
             from rllm_train import verl as verl_backend
+            from rllm_train.native.reporting import METRICS_FILE, read_metrics
 
             verl_backend.run(self.config)
-            return []
+            return read_metrics(Path(self.config.trainer.output) / METRICS_FILE)
         from rllm_train.native.trainer import NativeTrainer
 
         env_factory = None
