@@ -18,6 +18,7 @@ the same sampler the native backend uses, not a second one.
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from typing import Any
 
 import ray
@@ -108,12 +109,11 @@ class LocalEngineServer:
 
 def _local_model_path(model_config) -> str:
     """The model directory, from verl's model config (a dataclass or its DictConfig)."""
-    for key in ("local_path", "path"):
-        value = getattr(model_config, key, None) if not hasattr(model_config, "get") else None
-        value = value or (model_config.get(key) if hasattr(model_config, "get") else None)
-        if value:
-            return str(value)
-    raise ValueError("verl's model config names no model path")
+    read = model_config.get if hasattr(model_config, "get") else partial(getattr, model_config)
+    path = read("local_path", None) or read("path", None)
+    if not path:
+        raise ValueError("verl's model config names no model path")
+    return str(path)
 
 
 class LocalEngineReplica(RolloutReplica):

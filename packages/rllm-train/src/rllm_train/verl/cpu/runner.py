@@ -1,5 +1,5 @@
-"""Start a run of verl's own trainer in rllm's CPU mode: a private Ray cluster whose processes
-load :mod:`rllm_train.verl.cpu`, then verl's stock task runner.
+"""Start a run of verl's own trainer: the run's own Ray cluster (in CPU mode, one whose processes
+load :mod:`rllm_train.verl.cpu`), then verl's stock task runner.
 
 The cluster declares one logical GPU per training process: verl's resource pools are built
 from GPU bundles, and the CPU platform maps them to nothing. Its logical CPU count only
