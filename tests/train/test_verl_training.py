@@ -14,8 +14,13 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -38,11 +43,18 @@ RUN_FLAGS = (
 NATIVE_RUN_FILES = ("config.yaml", "metrics.jsonl", "summary.json", "reward_curve.png")
 
 
-def rllm_train(output: Path, *extra: str, timeout: float = 420) -> subprocess.CompletedProcess:
+def rllm_train(
+    output: Path, *extra: str, ray_address: str | None = None, timeout: float = 420
+) -> subprocess.CompletedProcess:
+    """The installed command; with `ray_address`, on that cluster in CPU mode (named, since a
+    named cluster otherwise means GPUs)."""
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
     }
+    if ray_address:
+        env["RAY_ADDRESS"] = ray_address
+        extra = ("--device", "cpu", *extra)
     command = [sys.executable, "-m", "rllm_train.cli", *RUN_FLAGS, "--output", str(output), *extra]
     done = subprocess.run(
         command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout
@@ -92,13 +104,45 @@ def verl_trainer():
 
 
 @pytest.fixture(scope="module")
-def grpo_run(tmp_path_factory) -> Path:
+def ray_cluster() -> Iterator[str]:
+    """A Ray cluster the runs after the first join, as they would a user's (``RAY_ADDRESS``):
+    each run then skips starting and stopping a cluster of its own. One logical GPU: in CPU
+    mode it stands for the one training process."""
+    temp_dir = tempfile.mkdtemp(prefix="rllm-ray-test-", dir="/tmp")  # short socket paths
+    head = subprocess.Popen(
+        [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block", "--port=0",
+         "--num-cpus=32", "--num-gpus=1", "--include-dashboard=false", "--disable-usage-stats",
+         f"--temp-dir={temp_dir}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+        # A private test cluster on this machine: no token for the runs to find.
+        env={**os.environ, "RAY_AUTH_MODE": "disabled"},
+    )  # fmt: skip
+    address_file = Path(temp_dir) / "ray_current_cluster"
+    try:
+        deadline = time.monotonic() + 120
+        while not address_file.is_file() or not address_file.read_text().strip():
+            if head.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"ray start failed: {head.stderr.read().decode()[-2000:]}")
+            time.sleep(0.5)
+        yield address_file.read_text().strip()
+    finally:
+        os.killpg(head.pid, signal.SIGTERM)  # --block stops the cluster's processes with it
+        try:
+            head.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+            head.wait()
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def grpo_run(tmp_path_factory, ray_cluster) -> Path:
     """GRPO stopped after step 1, then resumed to step 2 (verl's checkpoint manager)."""
     output = tmp_path_factory.mktemp("grpo")
-    first = rllm_train(output, "--steps", "1")
+    first = rllm_train(output, "--steps", "1")  # as a user types it: no device, no cluster
     assert "CPU mode" in first.stderr  # chosen for the user, and said so in one line
     assert [row["step"] for row in trained_rows(output)] == [1]
-    rllm_train(output, "--steps", "2", "--resume")
+    rllm_train(output, "--steps", "2", "--resume", ray_address=ray_cluster)
     return output
 
 
@@ -130,9 +174,9 @@ def test_weights_changed_between_checkpoints(grpo_run):
     assert moved_1 and moved_2
 
 
-def test_ppo_trains_a_critic_and_validates(tmp_path):
+def test_ppo_trains_a_critic_and_validates(tmp_path, ray_cluster):
     rllm_train(tmp_path, "--algorithm", "ppo", "--steps", "2", "trainer.val_every=2",
-               "trainer.val_tasks=2")  # fmt: skip
+               "trainer.val_tasks=2", ray_address=ray_cluster)  # fmt: skip
     rows = trained_rows(tmp_path)
     assert_trained(rows, steps=2)
     for row in rows:  # GAE: a value model trained beside the policy
@@ -141,9 +185,9 @@ def test_ppo_trains_a_critic_and_validates(tmp_path):
     assert [row["step"] for row in validated] == [0, 2]  # before training and at step 2
 
 
-def test_remax_with_lora_and_a_kl_loss(tmp_path):
+def test_remax_with_lora_and_a_kl_loss(tmp_path, ray_cluster):
     rllm_train(tmp_path, "--algorithm", "remax", "--steps", "2", "model.lora_rank=8",
-               "model.lora_alpha=16", "algorithm.kl_coef=0.01")  # fmt: skip
+               "model.lora_alpha=16", "algorithm.kl_coef=0.01", ray_address=ray_cluster)  # fmt: skip
     rows = trained_rows(tmp_path)
     assert_trained(rows, steps=2)  # the engine holds the merged adapter after each sync
     assert all(math.isfinite(row["kl_loss"]) for row in rows)

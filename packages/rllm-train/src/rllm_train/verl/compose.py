@@ -113,6 +113,10 @@ SETTINGS: dict[str, Callable[[VerlRunSpec, RunFiles], Any]] = {
     "actor_rollout_ref.rollout.agent.default_agent_loop": lambda s, f: AGENT_LOOP_NAME,
     "actor_rollout_ref.rollout.agent.agent_loop_config_path": lambda s, f: str(f.agent_loop_file),
     "actor_rollout_ref.rollout.agent.num_workers": lambda s, f: s.agent_workers,
+    # RllmAgentLoop scores every episode itself (the env's reward), so verl's reward-loop
+    # workers stay idle; verl starts 8 by default, each a process that imports verl (seconds
+    # of CPU each), so one is kept.
+    "reward.num_workers": lambda s, f: 1,
     "trainer.n_gpus_per_node": lambda s, f: s.n_gpus_per_node,
     "trainer.nnodes": lambda s, f: s.nnodes,
     "trainer.total_epochs": lambda s, f: s.total_epochs,

@@ -50,9 +50,6 @@ class LocalEngineServer:
         self.client = EngineServerClient(self.engine)
         self.weights_version = 0  # the trainer step whose weights the engine holds (0: initial)
 
-    def ready(self) -> bool:
-        return True
-
     async def generate(
         self, prompt_ids: list[int], sampling_params: dict[str, Any], request_id: str, **_: Any
     ) -> TokenOutput:
@@ -150,7 +147,10 @@ class LocalEngineReplica(RolloutReplica):
                 seed=int(self.config.get("seed", 0) or 0) + self.replica_rank,
             )
         )
-        await server.ready.remote()
+        # Not awaited: the server imports torch and loads the model while verl starts its
+        # agent-loop workers (each a process importing verl). Calls made before the model is
+        # loaded wait in the actor's queue, and a server that fails to start fails them with
+        # its constructor's error.
         self.servers = [server]
         self._server_handle = server
         self._server_address = f"ray-actor://{server_name(self.replica_rank)}"

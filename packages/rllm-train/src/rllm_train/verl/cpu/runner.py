@@ -77,7 +77,7 @@ def ray_cluster(spec, run_root: Path) -> RayCluster:
     temp_dir = tempfile.mkdtemp(prefix="rllm-ray-", dir="/tmp")
     if spec.device == "cpu":
         return RayCluster(
-            env_vars={**CPU_MODE_ENV, **env_vars},
+            env_vars={**CPU_MODE_ENV, **torch_threads(), **env_vars},
             temp_dir=temp_dir,
             logical_gpus=spec.n_gpus_per_node * spec.nnodes,
             logical_cpus=LOGICAL_CPUS_PER_PROCESS * spec.n_gpus_per_node
@@ -87,6 +87,17 @@ def ray_cluster(spec, run_root: Path) -> RayCluster:
     if spec.rollout_engine == "rllm_local":
         env_vars.update(GPU_LOCAL_ROLLOUT_ENV)
     return RayCluster(env_vars=env_vars, temp_dir=temp_dir)
+
+
+def torch_threads() -> dict[str, str]:
+    """Let torch in each worker use every core, as it would outside Ray.
+
+    Ray pins ``OMP_NUM_THREADS`` to an actor's CPU reservation (1) unless it is set; the
+    reservations here are logical, and verl's processes compute one at a time (rollout, then
+    log-probs, then update), so each may use the whole machine. A value the user set wins.
+    """
+    threads = os.environ.get("OMP_NUM_THREADS") or str(os.cpu_count() or 1)
+    return {"OMP_NUM_THREADS": threads}
 
 
 def verl_metrics_file(run_root: Path) -> Path:
