@@ -11,33 +11,29 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib
-import sys
 from collections.abc import Callable
-from typing import NoReturn
 
-USAGE_EXIT_CODE = 2
+# The parser, the error and the one-line report are shared with rllm-envs' own command.
+from rllm_envs.core.usage import (
+    USAGE_EXIT_CODE,
+    CommandParser,
+    UsageError,
+    one_line,
+    report_usage_error,
+)
 
-
-class UsageError(ValueError):
-    """Input the command cannot run with; the message says what is valid or what to do."""
-
-
-class CommandParser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are :class:`UsageError` (one line) instead of usage text."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message} (see {self.prog} --help)")
-
-
-def one_line(text: str) -> str:
-    """`text` with every run of whitespace, newlines included, as one space."""
-    return " ".join(str(text).split())
-
-
-def report_usage_error(prog: str, error: BaseException) -> int:
-    """Print ``prog: error: <message>`` as one line on stderr; the exit status to return."""
-    print(f"{prog}: error: {one_line(error)}", file=sys.stderr)
-    return USAGE_EXIT_CODE
+__all__ = [
+    "USAGE_EXIT_CODE",
+    "CommandParser",
+    "UsageError",
+    "check_env_id",
+    "non_negative_float",
+    "one_line",
+    "positive_float",
+    "positive_int",
+    "probability",
+    "report_usage_error",
+]
 
 
 # ---- numbers (argparse ``type=`` functions: a ValueError names the argument and the value) ----

@@ -56,8 +56,29 @@ DENIED_SYSCALLS = (
 )  # fmt: skip
 
 
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
 class MissingEngineError(RuntimeError):
     """The system part a sandbox backend needs is not installed or not running."""
+
+
+def check_engine(python: str = SYSTEM_PYTHON) -> None:
+    """Raise a :class:`MissingEngineError` naming what to install when this machine lacks a
+    part the 'bwrap' backend needs (``rllm-envs doctor`` asks the same)."""
+    if shutil.which("bwrap") is None:
+        raise MissingEngineError("the 'bwrap' sandbox needs bubblewrap: apt-get install bubblewrap")
+    if not os.access(python, os.X_OK):
+        raise MissingEngineError(
+            f"the 'bwrap' sandbox runs code with the system Python ({python}), "
+            "which is missing: apt-get install python3"
+        )
+    # As root the code runs as the policy's uid, which setpriv switches to.
+    if os.geteuid() == 0 and shutil.which("setpriv") is None:
+        raise MissingEngineError(
+            "the 'bwrap' sandbox needs setpriv to run code as the policy's uid when started "
+            "by root: apt-get install util-linux"
+        )
 
 
 def seccomp_program() -> bytes | None:
@@ -193,19 +214,11 @@ class BwrapSandbox:
     """Runs requests under bubblewrap with `policy`. Nothing carries over between runs."""
 
     policy: SandboxPolicy = field(default_factory=SandboxPolicy)
-    python: str = "/usr/bin/python3"
+    python: str = SYSTEM_PYTHON
 
     def __post_init__(self) -> None:
+        check_engine(self.python)
         self._bwrap = shutil.which("bwrap")
-        if self._bwrap is None:
-            raise MissingEngineError(
-                "the 'bwrap' sandbox needs bubblewrap: apt-get install bubblewrap"
-            )
-        if not os.access(self.python, os.X_OK):
-            raise MissingEngineError(
-                f"the 'bwrap' sandbox runs code with the system Python ({self.python}), "
-                "which is missing: apt-get install python3"
-            )
         self._seccomp = seccomp_program()
         # The one way out of the sandbox's empty network namespace, when the policy allows any.
         self._egress = EgressProxy(self.policy.network_allowlist) if self.policy.network else None
@@ -213,11 +226,6 @@ class BwrapSandbox:
         # bubblewrap maps into a user namespace of its own (no privileges either way). The
         # launcher has that uid already, so bubblewrap starts with it (see launcher_program.py).
         self._uid = self.policy.uid if os.geteuid() == 0 else None
-        if self._uid is not None and shutil.which("setpriv") is None:
-            raise MissingEngineError(
-                "the 'bwrap' sandbox needs setpriv to run code as the policy's uid when started "
-                "by root: apt-get install util-linux"
-            )
         self._launcher = Launcher(self.python, self._uid)
         self._devices = devices.DeviceFolder()
 

@@ -1,6 +1,7 @@
 """The `docker` backend: the same policy, in containers of a real Docker engine.
 
-Containers run the image `scripts/build_sandbox_image.sh` builds, with a read-only root, a
+Containers run the image `rllm-envs setup code` builds (`rllm-sandbox:1`, or the name in
+RLLM_SANDBOX_IMAGE, see `image_names.py`), with a read-only root, a
 size-capped tmpfs at /scratch, no network, `no-new-privileges`, and cgroup limits on memory,
 processes and CPU. Their main process is a small trusted server (`container_server.py`, root
 with only CAP_SETUID/CAP_SETGID/CAP_KILL/CAP_CHOWN) that runs each request as the unprivileged
@@ -39,9 +40,12 @@ from rllm_envs.sandbox.execution import (
     ExecutionResult,
     sandbox_env,
 )
+from rllm_envs.sandbox.image_names import sandbox_image
 from rllm_envs.sandbox.policy import SandboxPolicy
+from rllm_envs.setup.command import setup_command
 
-DEFAULT_IMAGE = os.environ.get("RLLM_SANDBOX_IMAGE", "rllm-sandbox:1")
+# What to do when no engine answers: the one part `rllm-envs setup` cannot make itself.
+ENGINE_FIX = "install Docker (Debian: apt-get install docker.io) and start its engine (dockerd)"
 LABEL = "rllm.sandbox"
 OWNER_LABEL = "rllm.sandbox.owner"
 # Processes the container itself needs besides the code: its init, the server, a clean-up helper.
@@ -97,8 +101,10 @@ def _remove_all(client: Any, container_ids: set[str]) -> None:
         container_ids.discard(container_id)
 
 
-def connect(base_url: str | None = None) -> Any:
-    require_extra("code", "docker")
+def connect(base_url: str | None = None, extra: str = "code") -> Any:
+    """A connected docker SDK client, or an error saying what to install or start; `extra` is
+    the rllm-envs extra (and setup target) of the env asking."""
+    require_extra(extra, "docker")
     import docker
 
     try:
@@ -106,8 +112,8 @@ def connect(base_url: str | None = None) -> Any:
         client.ping()
     except Exception as error:
         raise MissingEngineError(
-            "the 'docker' sandbox needs a running Docker engine: apt-get install docker.io, "
-            f"then start it (bash scripts/services.sh) — {error}"
+            f"a running Docker engine is needed: {ENGINE_FIX}, then {setup_command(extra)} "
+            f"({error})"
         ) from error
     return client
 
@@ -128,7 +134,7 @@ class DockerSandbox:
     """Runs requests in pooled containers. `pool_size=0` gives a fresh container per run."""
 
     policy: SandboxPolicy = field(default_factory=SandboxPolicy)
-    image: str = DEFAULT_IMAGE
+    image: str = field(default_factory=sandbox_image)
     pool_size: int = 2
     base_url: str | None = None
 
@@ -138,7 +144,8 @@ class DockerSandbox:
             self._client.images.get(self.image)
         except Exception as error:
             raise MissingEngineError(
-                f"the sandbox image {self.image!r} is missing: bash scripts/build_sandbox_image.sh"
+                f"the sandbox image {self.image!r} is missing: "
+                f"{setup_command('code', sandbox_image=self.image)} builds it"
             ) from error
         sweep_orphans(self._client)
         # Containers have network "none"; an allowlist is served through this proxy's socket.

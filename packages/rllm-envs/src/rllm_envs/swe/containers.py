@@ -45,7 +45,9 @@ from rllm_envs.sandbox.execution import (
     sandbox_env,
 )
 from rllm_envs.sandbox.policy import SandboxPolicy
+from rllm_envs.setup.command import setup_command
 from rllm_envs.swe.builder.images import OWNED_LABEL
+from rllm_envs.swe.builder.projects import image_prefix
 from rllm_envs.swe.docker_client import docker_client
 
 SWE_LABEL = "rllm.swe"
@@ -255,8 +257,8 @@ class WorkspacePool:
             labels = dict(self.client.images.get(image).labels or {})
         except Exception as error:
             hint = (
-                "bash scripts/build_swe_images.sh"
-                if image.startswith("rllm-swe/")
+                f"{setup_command('swe')} builds it"
+                if image.startswith(image_prefix())
                 else "build or load it into the local Docker engine (no registry is contacted)"
             )
             raise InfrastructureFailure(

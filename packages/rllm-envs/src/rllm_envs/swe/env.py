@@ -15,6 +15,7 @@ from rllm_envs.mcp.actions import ToolCall
 from rllm_envs.mcp.env import tool_response
 from rllm_envs.sandbox.execution import SCRATCH_DIR
 from rllm_envs.sandbox.policy import SandboxPolicy
+from rllm_envs.setup.command import setup_command
 from rllm_envs.swe.actions import FORMAT_HELP, SUBMIT, TOOL_SCHEMAS, parse_swe_action
 from rllm_envs.swe.builder.images import BASE_LABEL
 from rllm_envs.swe.containers import ContainerSettings, Workspace, WorkspacePool
@@ -177,7 +178,7 @@ class SWEEnv(TextEnv):
             raise InfrastructureFailure(
                 "sandbox",
                 f"the image {task.image} holds snapshot {labelled}, the task wants {task.base}: "
-                "rebuild the images (bash scripts/build_swe_images.sh)",
+                f"rebuild the images ({setup_command('swe')})",
             )
 
     # -- turns -----------------------------------------------------------------------------

@@ -6,7 +6,9 @@ may be JSON strings, as in the published datasets) plus what running it here nee
 
 ==================  ==========================================================================
 ``image_name``      the Docker image; default SWE-bench's published evaluation image name
-                    ``swebench/sweb.eval.x86_64.<instance_id, lower case, __ → _1776_>:latest``
+                    ``swebench/sweb.eval.x86_64.<instance_id, lower case, __ → _1776_>:latest``;
+                    a shipped image (``rllm-swe/...``) is looked for under this machine's
+                    prefix (``RLLM_SWE_IMAGE_PREFIX``, default ``rllm-swe/``)
 ``image_state``     ``"base"`` (default; SWE-bench: the image holds the buggy tree) or
                     ``"fixed"`` (the shipped sets: the image holds the fixed tree, and the buggy
                     state is ``patch`` applied in reverse)
@@ -29,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from rllm_envs.core.tasks import Row, TaskSet, TaskSources
+from rllm_envs.swe.builder.projects import local_image
 from rllm_envs.swe.testlog import file_of_test, log_parser
 
 DATA_DIR = Path(__file__).parent / "data"
@@ -127,7 +130,7 @@ def to_swe_task(row: Mapping[str, Any]) -> SWETask:
         problem_statement=str(row["problem_statement"]),
         fail_to_pass=fail_to_pass,
         pass_to_pass=_test_ids(row.get("PASS_TO_PASS"), "PASS_TO_PASS", instance_id),
-        image=str(row.get("image_name") or swebench_image_name(instance_id)),
+        image=local_image(str(row.get("image_name") or swebench_image_name(instance_id))),
         image_state=state,
         patch=str(row.get("patch") or ""),
         test_patch=str(row.get("test_patch") or ""),

@@ -1,36 +1,18 @@
-"""``python -m rllm_envs.swe.builder images|instances``: build project images, make task rows."""
+"""``python -m rllm_envs.swe.builder instances``: make the shipped task rows.
+
+The images the rows are made on come from ``rllm-envs setup swe`` (one way to build them).
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 from rllm_envs.swe.builder.projects import PROJECTS, project_named
 
 
 def _projects(names: list[str] | None):
     return [project_named(name) for name in names] if names else list(PROJECTS)
-
-
-def build_images(args: argparse.Namespace) -> int:
-    from rllm_envs.swe.builder import images
-    from rllm_envs.swe.docker_client import docker_client
-
-    client = docker_client()
-    cache = images.cache_dir()
-    started = time.monotonic()
-    tools = images.tools_python(cache)
-    base = images.build_base_image(client, cache, nocache=args.nocache)
-    print(f"swe images: {base.tag} {'built' if base.built else 'up to date'}", flush=True)
-    for project in _projects(args.projects):
-        image = images.build_project_image(
-            client, project, cache, tools, base=base, nocache=args.nocache
-        )
-        state = "built" if image.built else "up to date"
-        print(f"swe images: {image.tag} {state} (base {image.base})", flush=True)
-    print(f"swe images: ready in {time.monotonic() - started:.1f} s")
-    return 0
 
 
 def make_instances(args: argparse.Namespace) -> int:
@@ -48,10 +30,6 @@ def make_instances(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rllm_envs.swe.builder", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    images_parser = commands.add_parser("images", help="build the project images (cached)")
-    images_parser.add_argument("projects", nargs="*", help="short names; default: all")
-    images_parser.add_argument("--nocache", action="store_true", help="rebuild from nothing")
-    images_parser.set_defaults(run=build_images)
     rows = commands.add_parser("instances", help="mutate, validate and write the task rows")
     rows.add_argument("projects", nargs="*", help="short names; default: all")
     rows.add_argument("--per-project", type=int, default=30, help="verified instances wanted")

@@ -30,17 +30,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rllm_envs.sandbox.docker_images import BuildError, build_image, image_labels
+from rllm_envs.sandbox.image_names import DEFAULT_ROOTFS_IMAGE, rootfs_image
 from rllm_envs.sandbox.policy import SANDBOX_UID
+from rllm_envs.setup.command import setup_command
 from rllm_envs.swe.builder.projects import (
     GIT_DEBS,
     PYTEST_WHEELS,
     SDIST_BACKENDS,
+    SHIPPED_IMAGE_PREFIX,
     Pinned,
     Project,
+    local_image,
 )
 
-ROOTFS_IMAGE = "rllm-sandbox-rootfs:bookworm"
-BASE_IMAGE = "rllm-swe/base:1"
+ROOTFS_IMAGE = DEFAULT_ROOTFS_IMAGE
+# The base image's shipped name; this machine's is ``local_image(BASE_IMAGE)``.
+BASE_IMAGE = f"{SHIPPED_IMAGE_PREFIX}base:1"
 RECIPE_LABEL = "rllm.swe.recipe"
 BASE_LABEL = "rllm.swe.base"
 # Set on images whose /testbed already belongs to the sandbox user (no chown at reset).
@@ -81,10 +87,6 @@ LABEL rllm.swe.image="project" rllm.swe.project="{repo}" rllm.swe.version="{vers
       {base_label}="{tree_hash}" {owned_label}="{uid}"
 WORKDIR /testbed
 """
-
-
-class BuildError(RuntimeError):
-    """An image could not be built (a download failed, a hash did not match, docker failed)."""
 
 
 def cache_dir() -> Path:
@@ -275,23 +277,11 @@ def recipe_hash(dockerfile: str, files: Iterable[Path], *parts: str) -> str:
 
 
 def _image_recipe(client: Any, tag: str) -> str | None:
-    try:
-        return (client.images.get(tag).labels or {}).get(RECIPE_LABEL)
-    except Exception:  # not there
-        return None
+    return (image_labels(client, tag) or {}).get(RECIPE_LABEL)
 
 
 def _docker_build(client: Any, context: Path, tag: str, recipe: str, nocache: bool) -> None:
-    dockerfile = (context / "Dockerfile").read_text()
-    (context / "Dockerfile").write_text(f'{dockerfile}LABEL {RECIPE_LABEL}="{recipe}"\n')
-    try:
-        client.images.build(path=str(context), tag=tag, rm=True, forcerm=True, nocache=nocache)
-    except Exception as error:
-        log = "".join(
-            str(item.get("stream", "") or item.get("error", ""))
-            for item in getattr(error, "build_log", []) or []
-        )
-        raise BuildError(f"docker build of {tag} failed: {error}\n{log[-3000:]}") from error
+    build_image(client, context, tag, {RECIPE_LABEL: recipe}, nocache=nocache)
 
 
 def _copy_all(paths: Iterable[Path], folder: Path) -> None:
@@ -304,15 +294,17 @@ def build_base_image(
     client: Any,
     downloads: Path,
     *,
-    tag: str = BASE_IMAGE,
-    rootfs: str = ROOTFS_IMAGE,
+    tag: str | None = None,
+    rootfs: str | None = None,
     nocache: bool = False,
 ) -> BuiltImage:
+    tag = tag or local_image(BASE_IMAGE)
+    rootfs = rootfs or rootfs_image()
     try:
         client.images.get(rootfs)
     except Exception as error:
         raise BuildError(
-            f"the rootfs image {rootfs!r} is missing: bash scripts/build_sandbox_image.sh"
+            f"the rootfs image {rootfs!r} is missing: {setup_command('swe')} builds it"
         ) from error
     debs = download_debs(downloads)
     wheels = [download_wheel(pinned, downloads) for pinned in PYTEST_WHEELS]
@@ -346,7 +338,7 @@ def build_project_image(
 ) -> BuiltImage:
     sdist = download_sdist(project.sdist, downloads, tools)
     wheels = [download_wheel(pinned, downloads) for pinned in project.wheels]
-    tag = tag or project.image
+    tag = tag or local_image(project.image)
     with tempfile.TemporaryDirectory(prefix=f"rllm-swe-{project.repo}-") as folder:
         context = Path(folder)
         tree = unpack_sdist(sdist, context / "testbed")

@@ -38,7 +38,7 @@ from typing import Any
 from rllm_envs.sandbox.policy import SandboxPolicy
 from rllm_envs.swe.builder import images
 from rllm_envs.swe.builder.mutations import Mutation, candidates, file_diff, gold_patch
-from rllm_envs.swe.builder.projects import Project
+from rllm_envs.swe.builder.projects import Project, local_image
 from rllm_envs.swe.builder.statements import Failure, write_statement
 from rllm_envs.swe.containers import ContainerSettings, WorkspacePool
 from rllm_envs.swe.grading import run_graded_tests
@@ -103,7 +103,7 @@ def run_suite(
         "timeout": SUITE_TIMEOUT,
         "report": True,
     }
-    workspace = pool.take(project.image)
+    workspace = pool.take(local_image(project.image))
     try:
         reply = workspace.run_job(job, files=job_files, wall_seconds=SUITE_TIMEOUT + 60)
     finally:

@@ -8,7 +8,27 @@ bytes as one built next year. Splits are by project: no test-split project is se
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+
+# The shipped task rows name their images ``rllm-swe/<repo>:<version>``. A machine may keep
+# them under another prefix (RLLM_SWE_IMAGE_PREFIX, or ``rllm-envs setup --swe-image-prefix``):
+# rows naming a shipped image are then read as naming the renamed one.
+SHIPPED_IMAGE_PREFIX = "rllm-swe/"
+IMAGE_PREFIX_VARIABLE = "RLLM_SWE_IMAGE_PREFIX"
+
+
+def image_prefix() -> str:
+    """The prefix this machine keeps the shipped SWE images under (read at call time)."""
+    return os.environ.get(IMAGE_PREFIX_VARIABLE) or SHIPPED_IMAGE_PREFIX
+
+
+def local_image(name: str, prefix: str | None = None) -> str:
+    """`name` as this machine tags it: a shipped image under `prefix` (default: the
+    environment's), any other image as it is."""
+    if not name.startswith(SHIPPED_IMAGE_PREFIX):
+        return name
+    return (prefix or image_prefix()) + name.removeprefix(SHIPPED_IMAGE_PREFIX)
 
 
 @dataclass(frozen=True)
@@ -60,7 +80,8 @@ class Project:
 
     @property
     def image(self) -> str:
-        return f"rllm-swe/{self.repo}:{self.version}"
+        """The image's name in the shipped rows (see :func:`local_image` for this machine's)."""
+        return f"{SHIPPED_IMAGE_PREFIX}{self.repo}:{self.version}"
 
     @property
     def source_root(self) -> str:
