@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Starts the system services rllm's sandboxed envs use, when they are not running yet:
-# the Docker engine (for rllm/Code-v0's docker backend) and the locally built sandbox image.
+# the Docker engine, then what the envs need on it (scripts/services.d/: `rllm-envs setup all`).
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"

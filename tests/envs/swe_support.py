@@ -30,13 +30,13 @@ def docker_client() -> Any:
 
 
 def require_images(images: Iterable[str]) -> Any:
-    """The docker client, once every image is there (built by scripts/build_swe_images.sh)."""
+    """The docker client, once every image is there (built by `rllm-envs setup swe`)."""
     client = docker_client()
     for image in images:
         try:
             client.images.get(image)
         except Exception:
-            require_part(False, f"image {image} missing: bash scripts/build_swe_images.sh")
+            require_part(False, f"image {image} missing: rllm-envs setup swe")
     return client
 
 

@@ -177,7 +177,7 @@ def test_infrastructure_failures_end_the_episode_without_a_fake_reward(toolz_row
         assert "not your fault" in observation
         missing_image = dict(toolz_rows[0], image_name="rllm-swe/no-such-project:0")
         observation, info = env.reset(options={"task": missing_image})
-        assert info["failure"] == "sandbox" and "build_swe_images.sh" in observation
+        assert info["failure"] == "sandbox" and "rllm-envs setup swe" in observation
         wrong_snapshot = dict(toolz_rows[0], base="0000000000000000")
         observation, info = env.reset(options={"task": wrong_snapshot})
         assert info["failure"] == "sandbox" and "snapshot" in observation

@@ -40,11 +40,13 @@ from rllm_envs.swe.builder.projects import PROJECTS, image_prefix, local_image, 
 
 NOT_READY_EXIT_CODE = 1
 INTERRUPTED_EXIT_CODE = 130
-# A Docker image reference as this command accepts it: lowercase path components (an optional
-# registry host:port first) and an optional tag.
+# A Docker image reference as this command accepts it: lowercase path components and an
+# optional tag, after an optional registry host (a first component with a dot, a port, or
+# "localhost", as Docker tells a host from a path).
 _IMAGE_NAME = re.compile(
-    r"^(?:[a-zA-Z0-9.-]+(?::[0-9]+)?/)?[a-z0-9]+(?:[._-]+[a-z0-9]+)*"
-    r"(?:/[a-z0-9]+(?:[._-]+[a-z0-9]+)*)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?$"
+    r"^(?:(?:localhost|[a-zA-Z0-9-]+(?:\.[a-zA-Z0-9-]+)+)(?::[0-9]+)?/|[a-zA-Z0-9-]+:[0-9]+/)?"
+    r"[a-z0-9]+(?:[._-]+[a-z0-9]+)*(?:/[a-z0-9]+(?:[._-]+[a-z0-9]+)*)*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?$"
 )
 
 

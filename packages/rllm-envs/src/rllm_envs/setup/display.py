@@ -70,6 +70,7 @@ def _progress(console: Console) -> Progress:
         TimeElapsedColumn(),
         console=console,
         transient=True,  # only the finished stages' lines stay
+        disable=not console.is_terminal,  # a log gets the finished lines only
     )
 
 
@@ -86,14 +87,17 @@ def run_stages(stages: Iterable[Stage], run: SetupRun, console: Console) -> list
             except BaseException as error:
                 progress.remove_task(task)
                 seconds = time.monotonic() - started
-                console.print(f"[red]✗[/] {escape(stage.title)} [dim]({seconds:.1f} s)[/]")
+                console.print(
+                    f"[red]✗[/] {escape(stage.title)} [dim]({seconds:.1f} s)[/]", soft_wrap=True
+                )
                 if isinstance(error, BuildError):
                     raise StageFailed(str(error)) from error
                 raise
             progress.remove_task(task)
             seconds = time.monotonic() - started
             console.print(
-                f"[green]✓[/] {escape(stage.title)}: {escape(outcome)} [dim]({seconds:.1f} s)[/]"
+                f"[green]✓[/] {escape(stage.title)}: {escape(outcome)} [dim]({seconds:.1f} s)[/]",
+                soft_wrap=True,
             )
             results.append(StageResult(stage.name, outcome, seconds))
     return results
