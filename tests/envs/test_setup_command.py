@@ -178,7 +178,9 @@ def test_display_times_each_stage_and_stops_at_the_first_failure():
     ran = run_stages([_stage("first", counting)], SetupRun(options), console)
     assert [(result.name, result.outcome) for result in ran] == [("first", "2 made")]
     with pytest.raises(SetupError):
-        run_stages([_stage("second", missing), _stage("never", counting)], SetupRun(options), console)
+        run_stages(
+            [_stage("second", missing), _stage("never", counting)], SetupRun(options), console
+        )
     text = console.export_text()
     assert "✓ the first: 2 made (" in text and "✗ the second (" in text
     assert "the never" not in text and counted == ["one", "two"]
