@@ -18,6 +18,7 @@ from rllm_envs.core.extras import require_extra
 from rllm_envs.core.failures import InfrastructureFailure
 from rllm_envs.core.tasks import Row, TaskSet, TaskSources
 from rllm_envs.core.text_env import TextEnv, Transition
+from rllm_envs.setup.command import setup_command
 from rllm_envs.web.actions import GRAMMAR, WebAction, parse_action
 from rllm_envs.web.browser import (
     LAUNCH_TIMEOUT_SECONDS,
@@ -163,7 +164,8 @@ class WebEnv(TextEnv):
         if executable is None:
             raise RuntimeError(
                 "rllm/Web-v0 needs Chromium: `apt-get install chromium` (Debian), or "
-                "`playwright install chromium`, or pass browser='/path/to/chromium'"
+                "`playwright install chromium`, or pass browser='/path/to/chromium'; then "
+                f"`{setup_command('web')}` checks that it starts"
             )
         self.executable = executable
         self.viewport = (width, height)
