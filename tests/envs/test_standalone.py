@@ -33,6 +33,7 @@ from pathlib import Path
 import pytest
 
 from tests.envs.swe_support import docker_client
+from tests.envs.test_code import ADD_TASK
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
 
@@ -95,18 +96,8 @@ EPISODES = textwrap.dedent(
     finally:
         swe.close()
 
-    add = {
-        "task_id": "add-two",
-        "prompt": "Write add(a, b) returning a + b.",
-        "style": "function",
-        "entry_point": "add",
-        "public_tests": [{"args": "[1, 2]", "expected": "3", "compare": "exact"}],
-        "hidden_tests": [
-            {"args": "[1, 2]", "expected": "3", "compare": "exact"},
-            {"args": "[40, 2]", "expected": "42", "compare": "exact"},
-            {"args": "[-5, 5]", "expected": "0", "compare": "exact"},
-        ],
-    }
+    with open(sys.argv[1], encoding="utf-8") as handle:
+        add = json.load(handle)  # a task row: add(a, b), three hidden tests
     code = gym.make("rllm/Code-v0", tasks=[add], backend="docker")
     try:
         observation, info = code.reset(seed=0)
@@ -239,10 +230,11 @@ def test_an_installed_wheel_sets_up_and_plays_swe_and_code(tmp_path):
 
         # The envs find the fresh images through the variables setup's options default to.
         mark = time.monotonic()
-        script = work / "episodes.py"
+        script, task = work / "episodes.py", work / "add_task.json"
         script.write_text(EPISODES)
+        task.write_text(json.dumps(ADD_TASK))
         played = clean_environment(RLLM_SANDBOX_IMAGE=sandbox_tag, RLLM_SWE_IMAGE_PREFIX=swe_prefix)
-        output = run([str(python), str(script)], work, played, timeout=600)
+        output = run([str(python), str(script), str(task)], work, played, timeout=600)
         seconds["episodes"] = time.monotonic() - mark
         results = json.loads(output.strip().splitlines()[-1])
 

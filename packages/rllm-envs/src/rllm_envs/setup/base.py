@@ -60,24 +60,45 @@ class StageProgress(Protocol):
 
 
 @dataclass
-class SetupRun:
-    """One run of the command: its options, the engine connection once made, and what earlier
-    stages made for later ones."""
+class Engine:
+    """The Docker engine, connected on first use and kept for a run, or why it cannot be (the
+    same :class:`SetupError` again, without asking the engine twice)."""
 
-    options: SetupOptions
     client: Any = None
-    swe_base: Any = None  # the SWE base image (a BuiltImage) once the swe-base stage ran
+    problem: SetupError | None = None
 
-    def docker(self) -> Any:
-        """The Docker engine, connected on first use; a :class:`SetupError` names the fix."""
+    def connect(self) -> Any:
+        if self.problem is not None:
+            raise self.problem
         if self.client is None:
-            self.client = connect_engine()
+            try:
+                self.client = connect_engine()
+            except SetupError as error:
+                self.problem = error
+                raise
         return self.client
 
     def close(self) -> None:
         if self.client is not None:
             self.client.close()
             self.client = None
+
+
+@dataclass
+class SetupRun:
+    """One run of the command: its options, the engine, and what earlier stages made for
+    later ones."""
+
+    options: SetupOptions
+    engine: Engine = field(default_factory=Engine)
+    swe_base: Any = None  # the SWE base image (a BuiltImage) once the swe-base stage ran
+
+    def docker(self) -> Any:
+        """The Docker engine's client; a :class:`SetupError` names the fix when none answers."""
+        return self.engine.connect()
+
+    def close(self) -> None:
+        self.engine.close()
 
 
 @dataclass(frozen=True)

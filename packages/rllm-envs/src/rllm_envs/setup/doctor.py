@@ -9,7 +9,7 @@ missing and the command or package that fixes it. Nothing is built or changed.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -17,7 +17,7 @@ from rllm_envs.core.extras import EXTRA_MODULES, missing_modules
 from rllm_envs.core.registry import ENV_ENTRIES, EnvEntry
 from rllm_envs.sandbox.docker_images import image_labels
 from rllm_envs.sandbox.image_names import sandbox_image
-from rllm_envs.setup.base import SetupError, connect_engine
+from rllm_envs.setup.base import Engine, SetupError
 from rllm_envs.setup.command import setup_command
 
 
@@ -31,21 +31,20 @@ class Finding:
 class Probe:
     """What the checks share: one engine connection, made on first use, or why there is none."""
 
-    client: Any = None
-    engine_problem: str | None = None
+    engine: Engine = field(default_factory=Engine)
 
     def docker(self) -> Any | None:
-        if self.client is None and self.engine_problem is None:
-            try:
-                self.client = connect_engine()
-            except SetupError as error:
-                self.engine_problem = str(error)
-        return self.client
+        try:
+            return self.engine.connect()
+        except SetupError:
+            return None
+
+    @property
+    def engine_problem(self) -> str:
+        return str(self.engine.problem or "no Docker engine")
 
     def close(self) -> None:
-        if self.client is not None:
-            self.client.close()
-            self.client = None
+        self.engine.close()
 
 
 @dataclass(frozen=True)
@@ -92,7 +91,7 @@ def extra_check(extra: str) -> Check:
 def _engine(probe: Probe) -> Finding:
     client = probe.docker()
     if client is None:
-        return Finding(False, probe.engine_problem or "no Docker engine")
+        return Finding(False, probe.engine_problem)
     return Finding(True, f"Docker {client.version().get('Version', 'unknown version')}")
 
 
