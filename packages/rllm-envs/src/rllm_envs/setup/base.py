@@ -41,8 +41,8 @@ class SetupOptions:
     swe_image_prefix: str
     swe_projects: tuple[str, ...] = ()  # short names; empty: every shipped project
     sandbox_base: str = "auto"  # auto | python | rootfs
-    debian_mirror: str = "http://deb.debian.org/debian"
-    swe_cache: Path = field(default_factory=lambda: Path("~/.cache/rllm/swe").expanduser())
+    debian_mirror: str | None = None  # None: $RLLM_DEBIAN_MIRROR or Debian's own
+    swe_cache: Path | None = None  # None: $RLLM_SWE_CACHE or ~/.cache/rllm/swe
     force: bool = False  # rebuild what is already there
 
 

@@ -35,7 +35,7 @@ from rllm_envs.setup.command import PROG
 from rllm_envs.setup.rootfs import default_mirror
 from rllm_envs.setup.sandbox_image import BASE_CHOICES
 from rllm_envs.setup.stages import TARGETS, stages_for
-from rllm_envs.swe.builder.images import BASE_IMAGE, cache_dir
+from rllm_envs.swe.builder.images import BASE_IMAGE
 from rllm_envs.swe.builder.projects import PROJECTS, image_prefix, local_image, project_named
 
 NOT_READY_EXIT_CODE = 1
@@ -121,7 +121,6 @@ def options_from(args: argparse.Namespace) -> SetupOptions:
         sandbox_image=checked_image_name("--sandbox-image", args.sandbox_image),
         rootfs_image=checked_image_name("--rootfs-image", args.rootfs_image),
         swe_image_prefix=args.swe_image_prefix,
-        swe_cache=cache_dir(),
         swe_projects=projects,
         sandbox_base=args.sandbox_base,
         debian_mirror=args.debian_mirror,

@@ -98,7 +98,7 @@ def ensure_rootfs(run: SetupRun, progress: StageProgress) -> str:
         if recorded == recipe():
             return f"{tag} up to date"
         progress.note(f"{tag} was made from another recipe: rebuilding")
-    mirror = run.options.debian_mirror
+    mirror = run.options.debian_mirror or default_mirror()
     progress.note(f"checking {mirror}")
     problem = preflight_problem(
         shutil.which("debootstrap"), os.geteuid() == 0, mirror, mirror_problem(mirror)

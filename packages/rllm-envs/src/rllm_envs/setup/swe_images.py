@@ -10,6 +10,7 @@ unchanged recipe is not built again, so a second run takes seconds.
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 from rllm_envs.setup.base import SetupError, SetupRun, Stage, StageProgress
 from rllm_envs.swe.builder import images
@@ -18,6 +19,10 @@ from rllm_envs.swe.builder.projects import PROJECTS, Project, local_image, proje
 
 def selected_projects(names: tuple[str, ...]) -> tuple[Project, ...]:
     return tuple(project_named(name) for name in names) if names else PROJECTS
+
+
+def _cache(run: SetupRun) -> Path:
+    return run.options.swe_cache or images.cache_dir()
 
 
 def _state(image: images.BuiltImage) -> str:
@@ -35,7 +40,7 @@ def build_base(run: SetupRun, progress: StageProgress) -> str:
     progress.note("pytest's wheels and git's Debian packages (downloaded once, then cached)")
     base = images.build_base_image(
         run.docker(),
-        options.swe_cache,
+        _cache(run),
         tag=local_image(images.BASE_IMAGE, options.swe_image_prefix),
         rootfs=options.rootfs_image,
         nocache=options.force,
@@ -51,14 +56,14 @@ def build_projects(run: SetupRun, progress: StageProgress) -> str:
     projects = selected_projects(options.swe_projects)
     progress.items(len(projects))
     progress.note("the tools venv that reads sdists (made once, then cached)")
-    tools = images.tools_python(options.swe_cache)
+    tools = images.tools_python(_cache(run))
     built = 0
     for project in projects:
         progress.note(f"{project.repo} {project.version}")
         image = images.build_project_image(
             run.docker(),
             project,
-            options.swe_cache,
+            _cache(run),
             tools,
             base=run.swe_base,
             tag=local_image(project.image, options.swe_image_prefix),
