@@ -71,8 +71,9 @@ def build_projects(run: SetupRun, progress: StageProgress) -> str:
         )
         built += image.built
         progress.advance(f"{image.tag} {_state(image)}")
+    images_word = "image" if len(projects) == 1 else "images"
     return (
-        f"{len(projects)} project images under {options.swe_image_prefix} "
+        f"{len(projects)} project {images_word} under {options.swe_image_prefix} "
         f"({built} built, {len(projects) - built} up to date)"
     )
 
