@@ -439,10 +439,10 @@ def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
     }
 
 
-def total_usage(choices: list[Choice]) -> dict[str, int]:
-    """Prompt tokens are counted once per distinct prompt, as a batch of n shares one."""
-    prompts = {id(c.output.prompt_ids): c.output.prompt_length for c in choices}
-    return usage(sum(prompts.values()), sum(c.output.completion_length for c in choices))
+def total_usage(choices: list[Choice], n: int) -> dict[str, int]:
+    """Token counts of an answer whose choices come n per prompt: each prompt counts once."""
+    prompt_tokens = sum(choice.output.prompt_length for choice in choices[::n])
+    return usage(prompt_tokens, sum(choice.output.completion_length for choice in choices))
 
 
 def chat_logprobs(choice: Choice, top_logprobs: int) -> dict[str, Any]:
@@ -484,7 +484,7 @@ def chat_completion(
             }
             for index, choice in enumerate(choices)
         ],
-        "usage": total_usage(choices),
+        "usage": total_usage(choices, request.n),
     }
 
 
@@ -535,7 +535,7 @@ def chat_chunks(
                 "created": created,
                 "model": model,
                 "choices": [],
-                "usage": total_usage(choices),
+                "usage": total_usage(choices, request.n),
             }
         )
     return chunks
@@ -577,7 +577,7 @@ def text_completion(
         "created": int(time.time()),
         "model": model,
         "choices": [completion_choice(i, c, request) for i, c in enumerate(choices)],
-        "usage": total_usage(choices),
+        "usage": total_usage(choices, request.n),
     }
 
 
