@@ -43,6 +43,18 @@ class EngineError(RuntimeError):
     """The engine failed in a way retries did not fix (the execution engine records it)."""
 
 
+class PromptRejected(EngineError):
+    """The engine refused this request itself (malformed, or a model server's 4xx answer).
+
+    The caller's input is at fault, so retrying the same request cannot help; a gateway
+    answers it as the client's error (HTTP 400), not as a server failure.
+    """
+
+
+class ContextOverflow(PromptRejected):
+    """The prompt does not fit the model's context window."""
+
+
 @runtime_checkable
 class RolloutEngine(Protocol):
     async def generate(

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rllm_agents.engines import running_batch
-from rllm_agents.engines.base import EngineError, ModelOutput, SamplingParams
+from rllm_agents.engines.base import ContextOverflow, EngineError, ModelOutput, SamplingParams
 from rllm_agents.engines.prompting import prompt_ids_for
 from rllm_agents.engines.running_batch import RunningBatch
 from rllm_agents.engines.sampling import sample_next
@@ -233,7 +233,7 @@ class LocalEngine:
         if not ids:
             raise ValueError("the prompt is empty")
         if self._context_length is not None and len(ids) >= self._context_length:
-            raise EngineError(
+            raise ContextOverflow(
                 f"prompt of {len(ids)} tokens does not fit the model context "
                 f"({self._context_length} tokens)"
             )

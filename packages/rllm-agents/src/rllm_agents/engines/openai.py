@@ -13,7 +13,8 @@
   llama.cpp: of the distribution after its samplers' temperature).
 - 429, 5xx, connection errors, dropped connections and timeouts are retried with exponential
   backoff and full jitter (``Retry-After`` honoured, capped); after the last try the call raises
-  ``EngineError`` naming the last cause. Other 4xx errors are not retried.
+  ``EngineError`` naming the last cause. Other 4xx errors are not retried; 400, 413 and 422
+  raise ``PromptRejected`` (``ContextOverflow`` when the server says the prompt is too long).
 
 The transport is aiohttp: one ``ClientSession`` per event loop, made on first use, whose
 keep-alive connections (at most ``max_connections`` at once) are shared by every request.
@@ -36,12 +37,23 @@ import aiohttp
 from yarl import URL
 
 from rllm_agents.chat.tito import render_prompt_ids
-from rllm_agents.engines.base import EngineError, ModelOutput, SamplingParams
+from rllm_agents.engines.base import (
+    ContextOverflow,
+    EngineError,
+    ModelOutput,
+    PromptRejected,
+    SamplingParams,
+)
 from rllm_agents.engines.prompting import check_one_prompt
 
 log = logging.getLogger(__name__)
 
 RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
+# Answers that blame the request itself (raised as PromptRejected, so a gateway in front of
+# this engine can pass them on as the client's error).
+REJECTION_STATUS = frozenset({400, 413, 422})
+# How model servers word a prompt that is longer than the context window.
+CONTEXT_OVERFLOW_HINTS = ("context_length_exceeded", "maximum context length", "context window")
 
 
 class _Retryable(Exception):
@@ -275,7 +287,7 @@ class OpenAIEngine:
                     raise _TokenPromptRejected()
                 last_error = f"HTTP {status}: {text[:300]}"
                 if status not in RETRY_STATUS:
-                    raise EngineError(f"{self.base_url}{path} failed: {last_error}")
+                    raise _refusal(status, text)(f"{self.base_url}{path} failed: {last_error}")
                 retry_after = _retry_after_s(retry_header)
             except asyncio.TimeoutError as exc:
                 last_error = f"timeout ({type(exc).__name__})"
@@ -338,6 +350,14 @@ def _rejects_token_prompt(status: int, text: str) -> bool:
     if status in (400, 422):
         return "prompt" in text
     return status == 500 and "'prompt'" in text and "valid" in text
+
+
+def _refusal(status: int, text: str) -> type[EngineError]:
+    """The error kind of a non-retryable answer: the request's fault or the server's."""
+    if status not in REJECTION_STATUS:
+        return EngineError
+    lowered = text.lower()
+    return ContextOverflow if any(h in lowered for h in CONTEXT_OVERFLOW_HINTS) else PromptRejected
 
 
 def _retry_after_s(header: str | None) -> float | None:

@@ -1,0 +1,601 @@
+"""The OpenAI wire format as the gateway speaks it: request checks, answers, errors.
+
+Requests are checked here into plain dataclasses (:class:`ChatRequest`,
+:class:`CompletionRequest`) before any engine work starts, so a request the gateway cannot
+serve is refused with :class:`RequestError` - status, message and the offending ``param`` -
+which the server writes as OpenAI's error object ``{"error": {"message", "type", "param",
+"code"}}``. The official clients turn that into their typed exceptions
+(``openai.BadRequestError``, ``AuthenticationError``, ``NotFoundError`` ...).
+
+What is served and what is refused:
+
+* Sampling: ``temperature``, ``top_p``, ``max_tokens`` / ``max_completion_tokens`` (the
+  latter wins), ``stop`` (a string or a list), ``seed``, ``n``. Penalties, ``logit_bias``,
+  ``response_format`` other than text, ``tool_choice`` other than ``auto``/``none``, ``echo``,
+  ``suffix`` and ``best_of`` > 1 are refused with 400: the engines cannot honour them, and a
+  silently ignored setting would train on a distribution the program did not ask for.
+* ``logprobs`` / ``top_logprobs``: the engines report the sampled token's log-probability
+  only, so ``top_logprobs`` lists that one token (or nothing when 0).
+* Messages: roles ``system``, ``developer`` (rendered as ``system``: chat templates know no
+  other), ``user``, ``assistant``, ``tool``; content as a string, ``null``, or a list of text
+  parts (joined). Other content parts (images, audio) are refused.
+* Answers carry two extensions read by token-aware clients: each choice's ``token_ids`` and
+  the ``prompt_token_ids`` the engine saw (vLLM's names). Plain clients ignore them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from rllm_agents.engines.base import ModelOutput, SamplingParams
+
+ROLES = ("system", "developer", "user", "assistant", "tool")
+MAX_CHOICES = 128
+MAX_STOP_STRINGS = 16
+MAX_TOP_LOGPROBS = 20
+
+
+class RequestError(Exception):
+    """A request the gateway refuses; becomes an OpenAI error answer with `status`."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        kind: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.param = param
+        self.code = code
+        self.kind = kind or error_type(status)
+
+    def body(self) -> dict[str, Any]:
+        return error_body(
+            self.status, self.message, param=self.param, code=self.code, kind=self.kind
+        )
+
+
+def error_type(status: int) -> str:
+    """OpenAI's ``error.type`` for an HTTP status."""
+    if status == 401:
+        return "authentication_error"
+    if status == 404:
+        return "not_found_error"
+    if status >= 500:
+        return "server_error"
+    return "invalid_request_error"
+
+
+def error_body(
+    status: int,
+    message: str,
+    *,
+    param: str | None = None,
+    code: str | None = None,
+    kind: str | None = None,
+) -> dict[str, Any]:
+    return {
+        "error": {
+            "message": message,
+            "type": kind or error_type(status),
+            "param": param,
+            "code": code,
+        }
+    }
+
+
+# ---- requests -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SamplingRequest:
+    """The sampling settings of a request, before session defaults fill the gaps."""
+
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    stop: tuple[str, ...] | None = None
+    seed: int | None = None
+
+    def resolve(self, defaults: SamplingRequest | None = None) -> SamplingParams:
+        """Engine settings: the request's values, else the session's defaults, else the engine's.
+
+        Logprobs are always asked of the engine: the recording needs them whatever the
+        program asked for.
+        """
+        merged = {**(defaults or SamplingRequest()).given(), **self.given()}
+        return replace(SamplingParams(), logprobs=True, **merged)
+
+    def given(self) -> dict[str, Any]:
+        """The settings this request names (None means "not given")."""
+        return {name: value for name, value in asdict(self).items() if value is not None}
+
+    def with_seed_offset(self, offset: int) -> SamplingRequest:
+        """Choice `offset` of n: a seeded request gives each choice its own seed (seed +
+        offset), so the n samples differ and the same request still repeats exactly."""
+        if self.seed is None or offset == 0:
+            return self
+        return replace(self, seed=self.seed + offset)
+
+
+def sampling_defaults(values: dict[str, Any] | None) -> SamplingRequest:
+    """Checked session defaults, in the request's own field names (ValueError when bad)."""
+    values = dict(values or {})
+    known = {"temperature", "top_p", "max_tokens", "max_completion_tokens", "stop", "seed"}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(f"unknown sampling defaults {unknown}; choose from {sorted(known)}")
+    try:
+        return _sampling(values)
+    except RequestError as exc:
+        raise ValueError(f"sampling defaults: {exc.message}") from None
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None
+    tool_choice: str  # "auto" | "none"
+    sampling: SamplingRequest
+    n: int = 1
+    logprobs: bool = False
+    top_logprobs: int = 0
+    stream: bool = False
+    include_usage: bool = False
+
+
+@dataclass(frozen=True)
+class CompletionRequest:
+    prompts: list[str | list[int]]  # one entry per prompt (a batch when several)
+    sampling: SamplingRequest
+    n: int = 1
+    logprobs: int | None = None  # the completions API's number, None when not asked
+    stream: bool = False
+    include_usage: bool = False
+
+
+def parse_json(raw: bytes) -> dict[str, Any]:
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise RequestError(400, f"the request body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise RequestError(400, "the request body must be a JSON object")
+    return body
+
+
+def parse_chat(body: dict[str, Any]) -> ChatRequest:
+    """A checked chat-completions request (RequestError when it cannot be served)."""
+    _refuse_unsupported(body)
+    tool_choice = body.get("tool_choice")
+    if tool_choice is not None and tool_choice not in ("auto", "none"):
+        raise RequestError(
+            400,
+            "tool_choice: only 'auto' and 'none' are supported (the engines cannot force a call)",
+            param="tool_choice",
+            code="unsupported_value",
+        )
+    logprobs = _optional(body, "logprobs", bool) or False
+    top_logprobs = _int_in(body, "top_logprobs", 0, MAX_TOP_LOGPROBS) or 0
+    if top_logprobs and not logprobs:
+        raise RequestError(400, "top_logprobs needs logprobs: true", param="top_logprobs")
+    return ChatRequest(
+        messages=_messages(body.get("messages")),
+        tools=_tools(body.get("tools")),
+        tool_choice=tool_choice or "auto",
+        sampling=_sampling(body),
+        n=_int_in(body, "n", 1, MAX_CHOICES) or 1,
+        logprobs=logprobs,
+        top_logprobs=top_logprobs,
+        stream=_optional(body, "stream", bool) or False,
+        include_usage=_include_usage(body),
+    )
+
+
+def parse_completion(body: dict[str, Any]) -> CompletionRequest:
+    """A checked completions request: a text or token-id prompt, or a list of them."""
+    _refuse_unsupported(body)
+    if body.get("echo"):
+        raise RequestError(400, "echo is not supported", param="echo", code="unsupported_value")
+    if body.get("suffix"):
+        raise RequestError(400, "suffix is not supported", param="suffix", code="unsupported_value")
+    n = _int_in(body, "n", 1, MAX_CHOICES) or 1
+    best_of = _int_in(body, "best_of", 1, MAX_CHOICES)
+    if best_of is not None and best_of != n:
+        raise RequestError(
+            400, "best_of other than n is not supported", param="best_of", code="unsupported_value"
+        )
+    return CompletionRequest(
+        prompts=_prompts(body.get("prompt")),
+        sampling=_sampling(body),
+        n=n,
+        logprobs=_int_in(body, "logprobs", 0, MAX_TOP_LOGPROBS),
+        stream=_optional(body, "stream", bool) or False,
+        include_usage=_include_usage(body),
+    )
+
+
+def _refuse_unsupported(body: dict[str, Any]) -> None:
+    for name in ("frequency_penalty", "presence_penalty"):
+        if body.get(name) not in (None, 0, 0.0):
+            raise RequestError(
+                400, f"{name} is not supported (only 0)", param=name, code="unsupported_value"
+            )
+    if body.get("logit_bias"):
+        raise RequestError(
+            400, "logit_bias is not supported", param="logit_bias", code="unsupported_value"
+        )
+    response_format = body.get("response_format")
+    if response_format is not None and (
+        not isinstance(response_format, dict) or response_format.get("type") != "text"
+    ):
+        raise RequestError(
+            400,
+            "response_format: only {'type': 'text'} is supported",
+            param="response_format",
+            code="unsupported_value",
+        )
+
+
+def _sampling(body: dict[str, Any]) -> SamplingRequest:
+    temperature = _number_in(body, "temperature", 0.0, 2.0)
+    top_p = _number_in(body, "top_p", 0.0, 1.0)
+    if top_p is not None and top_p == 0:
+        raise RequestError(400, "top_p must be greater than 0", param="top_p")
+    max_tokens = _int_in(body, "max_completion_tokens", 1, None)
+    if max_tokens is None:
+        max_tokens = _int_in(body, "max_tokens", 1, None)
+    seed = body.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise RequestError(400, "seed must be an integer", param="seed")
+    return SamplingRequest(
+        temperature=temperature,
+        top_p=top_p,
+        max_tokens=max_tokens,
+        stop=_stop(body.get("stop")),
+        seed=seed,
+    )
+
+
+def _stop(stop: Any) -> tuple[str, ...] | None:
+    if stop is None:
+        return None
+    if isinstance(stop, str):
+        stop = [stop]
+    if (
+        not isinstance(stop, list)
+        or len(stop) > MAX_STOP_STRINGS
+        or not all(isinstance(s, str) and s for s in stop)
+    ):
+        raise RequestError(
+            400,
+            f"stop must be a non-empty string or a list of at most {MAX_STOP_STRINGS} of them",
+            param="stop",
+        )
+    return tuple(stop)
+
+
+def _include_usage(body: dict[str, Any]) -> bool:
+    options = body.get("stream_options")
+    if options is None:
+        return False
+    if not isinstance(options, dict):
+        raise RequestError(400, "stream_options must be an object", param="stream_options")
+    return bool(options.get("include_usage"))
+
+
+def _optional(body: dict[str, Any], name: str, kind: type) -> Any:
+    value = body.get(name)
+    if value is not None and not isinstance(value, kind):
+        raise RequestError(400, f"{name} must be a {kind.__name__}", param=name)
+    return value
+
+
+def _number_in(body: dict[str, Any], name: str, low: float, high: float) -> float | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise RequestError(400, f"{name} must be a number", param=name)
+    if not low <= value <= high:
+        raise RequestError(400, f"{name} must be between {low:g} and {high:g}", param=name)
+    return float(value)
+
+
+def _int_in(body: dict[str, Any], name: str, low: int, high: int | None) -> int | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RequestError(400, f"{name} must be an integer", param=name)
+    if value < low or (high is not None and value > high):
+        bound = f"between {low} and {high}" if high is not None else f"at least {low}"
+        raise RequestError(400, f"{name} must be {bound}", param=name)
+    return value
+
+
+def _messages(messages: Any) -> list[dict[str, Any]]:
+    if not isinstance(messages, list) or not messages:
+        raise RequestError(400, "messages: expected a non-empty list of messages", param="messages")
+    return [_message(message, index) for index, message in enumerate(messages)]
+
+
+def _message(message: Any, index: int) -> dict[str, Any]:
+    param = f"messages[{index}]"
+    if not isinstance(message, dict):
+        raise RequestError(400, f"{param}: expected an object", param=param)
+    role = message.get("role")
+    if role not in ROLES:
+        raise RequestError(
+            400, f"{param}.role: expected one of {', '.join(ROLES)}, got {role!r}", param=param
+        )
+    normal = {key: value for key, value in message.items() if value is not None}
+    # Chat templates concatenate content as a string and know only these roles.
+    normal["role"] = "system" if role == "developer" else role
+    normal["content"] = _content(message.get("content"), f"{param}.content")
+    tool_calls = message.get("tool_calls")
+    if tool_calls is not None and (role != "assistant" or not isinstance(tool_calls, list)):
+        raise RequestError(
+            400, f"{param}.tool_calls: only assistant messages carry a list of them", param=param
+        )
+    return normal
+
+
+def _content(content: Any, param: str) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = []
+        for part in content:
+            if not isinstance(part, dict) or part.get("type") != "text":
+                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+                raise RequestError(
+                    400,
+                    f"{param}: only text content parts are supported, got {kind!r}",
+                    param=param,
+                    code="unsupported_value",
+                )
+            texts.append(str(part.get("text") or ""))
+        return "".join(texts)
+    raise RequestError(400, f"{param}: expected a string or a list of text parts", param=param)
+
+
+def _tools(tools: Any) -> list[dict[str, Any]] | None:
+    if tools is None:
+        return None
+    if not isinstance(tools, list):
+        raise RequestError(400, "tools: expected a list of function tools", param="tools")
+    for index, tool in enumerate(tools):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if (
+            not isinstance(function, dict)
+            or tool.get("type", "function") != "function"
+            or not isinstance(function.get("name"), str)
+            or not function["name"]
+        ):
+            raise RequestError(
+                400,
+                f"tools[{index}]: expected {{'type': 'function', 'function': {{'name': ...}}}}",
+                param=f"tools[{index}]",
+            )
+    return tools or None
+
+
+def _prompts(prompt: Any) -> list[str | list[int]]:
+    def is_ids(value: Any) -> bool:
+        return (
+            isinstance(value, list)
+            and bool(value)
+            and all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in value)
+        )
+
+    if isinstance(prompt, str) and prompt:
+        return [prompt]
+    if is_ids(prompt):
+        return [list(prompt)]
+    if (
+        isinstance(prompt, list)
+        and prompt
+        and all((isinstance(p, str) and p) or is_ids(p) for p in prompt)
+    ):
+        return [p if isinstance(p, str) else list(p) for p in prompt]
+    raise RequestError(
+        400,
+        "prompt: expected a non-empty string, a list of token ids, or a list of either",
+        param="prompt",
+    )
+
+
+# ---- answers --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One generated choice as the client gets it (tool calls parsed, text cleaned)."""
+
+    output: ModelOutput
+    content: str | None
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    finish_reason: str = "stop"
+    token_texts: list[str] | None = None  # per completion token, when logprobs are asked
+
+
+def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+
+
+def total_usage(choices: list[Choice]) -> dict[str, int]:
+    """Prompt tokens are counted once per distinct prompt, as a batch of n shares one."""
+    prompts = {id(c.output.prompt_ids): c.output.prompt_length for c in choices}
+    return usage(sum(prompts.values()), sum(c.output.completion_length for c in choices))
+
+
+def chat_logprobs(choice: Choice, top_logprobs: int) -> dict[str, Any]:
+    content = []
+    for text, logprob in zip(choice.token_texts or [], choice.output.logprobs, strict=False):
+        entry = {"token": text, "logprob": logprob, "bytes": list(text.encode())}
+        entry["top_logprobs"] = [dict(entry)] if top_logprobs else []
+        content.append(entry)
+    return {"content": content, "refusal": None}
+
+
+def chat_message(choice: Choice) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": choice.content, "refusal": None}
+    if choice.tool_calls:
+        message["tool_calls"] = choice.tool_calls
+    if choice.output.reasoning is not None:
+        message["reasoning_content"] = choice.output.reasoning
+    return message
+
+
+def chat_completion(
+    request_id: str, model: str, request: ChatRequest, choices: list[Choice]
+) -> dict[str, Any]:
+    return {
+        "id": request_id,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": index,
+                "message": chat_message(choice),
+                "logprobs": chat_logprobs(choice, request.top_logprobs)
+                if request.logprobs
+                else None,
+                "finish_reason": choice.finish_reason,
+                "token_ids": choice.output.completion_ids,
+                "prompt_token_ids": choice.output.prompt_ids,
+            }
+            for index, choice in enumerate(choices)
+        ],
+        "usage": total_usage(choices),
+    }
+
+
+def chat_chunks(
+    request_id: str, model: str, request: ChatRequest, choices: list[Choice]
+) -> list[dict[str, Any]]:
+    """The streamed form of a finished answer: per choice a role, content, tool-call and
+    finish chunk; then the usage chunk when ``stream_options.include_usage`` asked for it.
+
+    The engines return whole completions, so each choice's content arrives as one delta.
+    """
+    created = int(time.time())
+
+    def chunk(index: int, delta: dict[str, Any], **extra: Any) -> dict[str, Any]:
+        choice = {"index": index, "delta": delta, "logprobs": None, "finish_reason": None, **extra}
+        return {
+            "id": request_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": [choice],
+        }
+
+    chunks = []
+    for index, choice in enumerate(choices):
+        logprobs = chat_logprobs(choice, request.top_logprobs) if request.logprobs else None
+        chunks.append(chunk(index, {"role": "assistant", "content": ""}))
+        if choice.content:
+            chunks.append(chunk(index, {"content": choice.content}, logprobs=logprobs))
+            logprobs = None
+        if choice.tool_calls:
+            calls = [{"index": k, **call} for k, call in enumerate(choice.tool_calls)]
+            chunks.append(chunk(index, {"tool_calls": calls}))
+        chunks.append(
+            chunk(
+                index,
+                {},
+                logprobs=logprobs,  # here when no content chunk carried them
+                finish_reason=choice.finish_reason,
+                token_ids=choice.output.completion_ids,
+            )
+        )
+    if request.include_usage:
+        chunks.append(
+            {
+                "id": request_id,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": [],
+                "usage": total_usage(choices),
+            }
+        )
+    return chunks
+
+
+def completion_logprobs(choice: Choice) -> dict[str, Any]:
+    texts = choice.token_texts or []
+    offsets, position = [], 0
+    for text in texts:
+        offsets.append(position)
+        position += len(text)
+    return {
+        "tokens": texts,
+        "token_logprobs": choice.output.logprobs,
+        "top_logprobs": [
+            {text: lp} for text, lp in zip(texts, choice.output.logprobs, strict=False)
+        ],
+        "text_offset": offsets,
+    }
+
+
+def completion_choice(index: int, choice: Choice, request: CompletionRequest) -> dict[str, Any]:
+    return {
+        "index": index,
+        "text": choice.content or "",
+        "logprobs": completion_logprobs(choice) if request.logprobs is not None else None,
+        "finish_reason": choice.finish_reason,
+        "token_ids": choice.output.completion_ids,
+        "prompt_token_ids": choice.output.prompt_ids,
+    }
+
+
+def text_completion(
+    request_id: str, model: str, request: CompletionRequest, choices: list[Choice]
+) -> dict[str, Any]:
+    return {
+        "id": request_id,
+        "object": "text_completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [completion_choice(i, c, request) for i, c in enumerate(choices)],
+        "usage": total_usage(choices),
+    }
+
+
+def completion_chunks(
+    request_id: str, model: str, request: CompletionRequest, choices: list[Choice]
+) -> list[dict[str, Any]]:
+    """The streamed form of a finished text completion (one chunk per choice)."""
+    answer = text_completion(request_id, model, request, choices)
+    chunks = [{**answer, "choices": [choice]} for choice in answer["choices"]]
+    for chunk in chunks:
+        chunk.pop("usage")
+    if request.include_usage:
+        chunks.append({**answer, "choices": []})
+    return chunks
+
+
+def models_list(model: str) -> dict[str, Any]:
+    return {
+        "object": "list",
+        "data": [{"id": model, "object": "model", "created": 0, "owned_by": "rllm"}],
+    }

@@ -1,0 +1,405 @@
+"""`Gateway`: an OpenAI-compatible HTTP server in front of a rollout engine, recording sessions.
+
+    async with Gateway(engine) as gateway:
+        session = gateway.open_session()
+        # hand the program session.base_url as OPENAI_BASE_URL, session.api_key as the key
+        ...
+        calls = gateway.close_session(session.id)
+        sequences, report = build_sequences(calls)
+
+Endpoints, under ``/v1`` (unrecorded) and ``/sessions/<id>/v1`` (recorded to that session):
+``POST /chat/completions``, ``POST /completions`` (text or token-id prompts), ``GET /models``.
+A request to the plain ``/v1`` URL with an ``X-Rllm-Session: <id>`` header is recorded to that
+session too, for programs whose base URL cannot carry a path.
+
+Prompts: when the gateway has a tokenizer (given, or the engine's own ``tokenizer``), it
+renders chat messages itself with the tokenizer's chat template and hands the engine token ids,
+reusing the model's own tokens of the session's earlier calls where the rendered text continues
+them (:mod:`rllm_agents.gateway.prompts`). Without one (an OpenAI engine in chat mode against a
+hosted API) messages and tools go to the engine as they are, and the recording holds whatever
+token ids the engine reports.
+
+Every failure becomes an OpenAI error answer with a fitting status (400 for a request the
+gateway or engine refuses, 401 for a wrong key, 404 for an unknown or closed session or path,
+413 for an oversized body, 500 when the engine fails, 503 while no engine is served), with the
+header ``x-should-retry: false`` so the official clients do not resend a request that would
+sample again. The generation of a request whose client hangs up is cancelled.
+
+``n > 1`` sends n requests to the engine at once (the local engine batches them); a seeded
+request gives choice i the seed ``seed + i``. Streaming (``stream: true``) sends the finished
+answer as server-sent-event chunks ending with ``data: [DONE]``: the engines return whole
+completions, so the chunks come at once after generation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import secrets
+import time
+import uuid
+from dataclasses import asdict
+from typing import Any
+
+from aiohttp import web
+
+from rllm_agents.engines.base import ContextOverflow, EngineError, ModelOutput, PromptRejected
+from rllm_agents.gateway import openai_shapes as shapes
+from rllm_agents.gateway.answers import chat_choice, text_choice
+from rllm_agents.gateway.openai_shapes import RequestError
+from rllm_agents.gateway.prompts import RenderedPrompt, context_after, render_chat_prompt
+from rllm_agents.gateway.sessions import GatewaySession, RecordedCall
+
+log = logging.getLogger(__name__)
+
+SESSION_HEADER = "X-Rllm-Session"
+# The key sessions hand out when the gateway checks none: the official clients insist on one.
+NO_KEY = "rllm-no-key"
+ERROR_HEADERS = {"x-should-retry": "false"}
+
+
+class Gateway:
+    """Serve `engine` over the OpenAI API on `host`:`port` (0: a free port), recording sessions."""
+
+    def __init__(
+        self,
+        engine: Any,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        api_key: str | None = None,
+        model_name: str = "rllm-gateway",
+        tokenizer: Any = None,
+        max_body_bytes: int = 64 * 1024 * 1024,
+    ) -> None:
+        self.engine = engine
+        self.host = host
+        self.port = port
+        self.api_key = api_key
+        self.model_name = model_name
+        self.tokenizer = tokenizer if tokenizer is not None else getattr(engine, "tokenizer", None)
+        self.max_body_bytes = max_body_bytes
+        self._sessions: dict[str, GatewaySession] = {}
+        self._runner: web.AppRunner | None = None
+        self._expected_auth = f"Bearer {api_key}".encode() if api_key else None
+
+    # ---- lifecycle ------------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """The server's root URL, ``http://host:port``."""
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI base URL for calls that no session records."""
+        return f"{self.url}/v1"
+
+    @property
+    def running(self) -> bool:
+        return self._runner is not None
+
+    async def start(self) -> Gateway:
+        if self._runner is not None:
+            return self
+        app = web.Application(client_max_size=self.max_body_bytes, middlewares=[self._guard])
+        for prefix in ("", "/sessions/{session_id}"):
+            app.router.add_post(prefix + "/v1/chat/completions", self._chat)
+            app.router.add_post(prefix + "/v1/completions", self._completions)
+            app.router.add_get(prefix + "/v1/models", self._models)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, self.host, self.port, reuse_address=True).start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        self.port = runner.addresses[0][1]
+        return self
+
+    async def stop(self) -> None:
+        """Stop serving (requests in flight are cancelled); the sessions stay readable."""
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+
+    async def __aenter__(self) -> Gateway:
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    # ---- sessions -------------------------------------------------------------------------------
+
+    def open_session(
+        self, session_id: str | None = None, sampling_defaults: dict[str, Any] | None = None
+    ) -> GatewaySession:
+        """Start recording a new session.
+
+        `sampling_defaults` (OpenAI field names: temperature, top_p, max_tokens, stop, seed)
+        apply where a request of this session leaves a setting out.
+        """
+        session_id = session_id or uuid.uuid4().hex
+        if not session_id.replace("-", "").replace("_", "").replace(".", "").isalnum():
+            raise ValueError(f"session id {session_id!r}: use letters, digits, '-', '_', '.'")
+        if session_id in self._sessions:
+            raise ValueError(f"session {session_id!r} is already open")
+        session = GatewaySession(
+            id=session_id,
+            base_url=f"{self.url}/sessions/{session_id}/v1",
+            api_key=self.api_key or NO_KEY,
+            sampling_defaults=shapes.sampling_defaults(sampling_defaults),
+        )
+        self._sessions[session_id] = session
+        return session
+
+    def session(self, session_id: str) -> GatewaySession:
+        try:
+            return self._sessions[session_id]
+        except KeyError:
+            raise KeyError(f"no open session {session_id!r}") from None
+
+    @property
+    def open_sessions(self) -> list[str]:
+        return list(self._sessions)
+
+    def close_session(self, session_id: str) -> list[RecordedCall]:
+        """Stop recording `session_id` and return its calls; later calls to it get a 404."""
+        return self._sessions.pop(self.session(session_id).id).close()
+
+    # ---- request plumbing -----------------------------------------------------------------------
+
+    @web.middleware
+    async def _guard(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        """Authorisation, and every failure as an OpenAI error answer (never a traceback)."""
+        try:
+            if self._expected_auth is not None and not secrets.compare_digest(
+                request.headers.get("Authorization", "").encode(), self._expected_auth
+            ):
+                raise RequestError(401, "wrong or missing API key", code="invalid_api_key")
+            return await handler(request)
+        except RequestError as exc:
+            return _error_response(exc)
+        except web.HTTPException as exc:  # the router's 404 and 405, an oversized body's 413
+            if exc.status < 400:
+                raise
+            message = f"{request.method} {request.path}: {exc.reason}"
+            return _error_response(RequestError(exc.status, message))
+        except Exception as exc:  # noqa: BLE001 - the client gets an answer, the log the trace
+            log.exception("gateway: %s %s failed", request.method, request.path)
+            message = f"internal gateway error: {type(exc).__name__}: {exc}"
+            return _error_response(RequestError(500, message))
+
+    def _session_of(self, request: web.Request) -> GatewaySession | None:
+        session_id = request.match_info.get("session_id") or request.headers.get(SESSION_HEADER)
+        if session_id is None:
+            return None
+        session = self._sessions.get(session_id)
+        if session is None:
+            raise RequestError(
+                404,
+                f"no open session {session_id!r} (it was closed, or never opened)",
+                code="session_not_found",
+            )
+        return session
+
+    async def _body(self, request: web.Request) -> dict[str, Any]:
+        return shapes.parse_json(await request.read())
+
+    async def _generate(self, **call: Any) -> ModelOutput:
+        if self.engine is None:
+            raise RequestError(503, "no model engine is being served")
+        try:
+            return await self.engine.generate(**call)
+        except ContextOverflow as exc:
+            raise RequestError(
+                400, str(exc), param="messages", code="context_length_exceeded"
+            ) from None
+        except PromptRejected as exc:
+            raise RequestError(400, f"the model engine refused the request: {exc}") from None
+        except EngineError as exc:
+            raise RequestError(500, f"the model engine failed: {exc}") from None
+        except ValueError as exc:  # the engine's own check of its input (e.g. an empty prompt)
+            raise RequestError(400, str(exc)) from None
+
+    async def _generate_all(self, calls: list[dict[str, Any]]) -> list[ModelOutput]:
+        """One engine call per choice, concurrently; the first failure cancels the rest."""
+        if len(calls) == 1:
+            return [await self._generate(**calls[0])]
+        tasks = [asyncio.ensure_future(self._generate(**call)) for call in calls]
+        try:
+            return list(await asyncio.gather(*tasks))
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+
+    def _render(self, chat: shapes.ChatRequest, session: GatewaySession | None) -> RenderedPrompt:
+        try:
+            return render_chat_prompt(
+                self.tokenizer, chat.messages, chat.tools, session.contexts if session else ()
+            )
+        except Exception as exc:  # noqa: BLE001 - a template error is about these messages
+            raise RequestError(
+                400,
+                f"the chat template cannot render these messages: {type(exc).__name__}: {exc}",
+                param="messages",
+            ) from None
+
+    def _encode(self, prompt: str | list[int]) -> list[int]:
+        if isinstance(prompt, list):
+            return prompt
+        if self.tokenizer is None:
+            raise RequestError(
+                400,
+                "prompt: this gateway has no tokenizer, so it takes token-id prompts only",
+                param="prompt",
+            )
+        return list(self.tokenizer.encode(prompt))
+
+    # ---- endpoints ------------------------------------------------------------------------------
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        session = self._session_of(request)
+        chat = shapes.parse_chat(await self._body(request))
+        started, clock = time.time(), time.perf_counter()
+        index = session.next_index() if session is not None else 0
+        defaults = session.sampling_defaults if session is not None else None
+        params = [chat.sampling.with_seed_offset(i).resolve(defaults) for i in range(chat.n)]
+        prompt: RenderedPrompt | None = None
+        try:
+            if self.tokenizer is not None:
+                prompt = self._render(chat, session)
+                calls = [{"prompt_ids": prompt.ids, "sampling": p} for p in params]
+            else:
+                calls = [
+                    {"messages": chat.messages, "tools": chat.tools, "sampling": p} for p in params
+                ]
+            outputs = await self._generate_all(calls)
+        except BaseException:
+            if session is not None:
+                session.failed_calls += 1
+            raise
+        parse_tools = bool(chat.tools) and chat.tool_choice != "none"
+        choices = [
+            chat_choice(
+                output, parse_tools=parse_tools, tokenizer=self.tokenizer, token_texts=chat.logprobs
+            )
+            for output in outputs
+        ]
+        if session is not None:
+            latency = time.perf_counter() - clock
+            for choice_index, (choice, sampling) in enumerate(zip(choices, params, strict=True)):
+                output = choice.output
+                prompt_ids = prompt.ids if prompt is not None else list(output.prompt_ids)
+                session.record(
+                    RecordedCall(
+                        index=index,
+                        messages=chat.messages,
+                        tools=chat.tools,
+                        prompt_ids=prompt_ids,
+                        completion_ids=list(output.completion_ids),
+                        logprobs=list(output.logprobs),
+                        text=output.text,
+                        tool_calls=choice.tool_calls,
+                        finish_reason=choice.finish_reason,
+                        sampling=asdict(sampling),
+                        started=started,
+                        latency_s=latency,
+                        choice_index=choice_index,
+                        endpoint="chat",
+                        extends=prompt.extends if prompt is not None else None,
+                    ),
+                    context_after(self.tokenizer, index, prompt, list(output.completion_ids))
+                    if prompt is not None
+                    else None,
+                )
+        request_id = "chatcmpl-" + uuid.uuid4().hex
+        if chat.stream:
+            chunks = shapes.chat_chunks(request_id, self.model_name, chat, choices)
+            return await _stream(request, chunks)
+        return _json_response(shapes.chat_completion(request_id, self.model_name, chat, choices))
+
+    async def _completions(self, request: web.Request) -> web.StreamResponse:
+        session = self._session_of(request)
+        completion = shapes.parse_completion(await self._body(request))
+        started, clock = time.time(), time.perf_counter()
+        index = session.next_index() if session is not None else 0
+        defaults = session.sampling_defaults if session is not None else None
+        params = [
+            completion.sampling.with_seed_offset(i).resolve(defaults) for i in range(completion.n)
+        ]
+        try:
+            prompts = [self._encode(prompt) for prompt in completion.prompts]
+            calls = [{"prompt_ids": ids, "sampling": p} for ids in prompts for p in params]
+            outputs = await self._generate_all(calls)
+        except BaseException:
+            if session is not None:
+                session.failed_calls += 1
+            raise
+        want_texts = completion.logprobs is not None
+        choices = [
+            text_choice(o, tokenizer=self.tokenizer, token_texts=want_texts) for o in outputs
+        ]
+        if session is not None:
+            latency = time.perf_counter() - clock
+            for choice_index, (choice, call) in enumerate(zip(choices, calls, strict=True)):
+                output = choice.output
+                session.record(
+                    RecordedCall(
+                        index=index,
+                        messages=None,
+                        tools=None,
+                        prompt_ids=list(call["prompt_ids"]),
+                        completion_ids=list(output.completion_ids),
+                        logprobs=list(output.logprobs),
+                        text=output.text,
+                        tool_calls=[],
+                        finish_reason=choice.finish_reason,
+                        sampling=asdict(call["sampling"]),
+                        started=started,
+                        latency_s=latency,
+                        choice_index=choice_index,
+                        endpoint="completions",
+                    ),
+                    None,
+                )
+        request_id = "cmpl-" + uuid.uuid4().hex
+        if completion.stream:
+            chunks = shapes.completion_chunks(request_id, self.model_name, completion, choices)
+            return await _stream(request, chunks)
+        return _json_response(
+            shapes.text_completion(request_id, self.model_name, completion, choices)
+        )
+
+    async def _models(self, request: web.Request) -> web.StreamResponse:
+        self._session_of(request)  # an unknown session is a 404 here too
+        return _json_response(shapes.models_list(self.model_name))
+
+
+def _dumps(data: Any) -> bytes:
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _json_response(data: dict[str, Any], status: int = 200, headers: Any = None) -> web.Response:
+    return web.Response(
+        body=_dumps(data), status=status, content_type="application/json", headers=headers
+    )
+
+
+def _error_response(error: RequestError) -> web.Response:
+    return _json_response(error.body(), status=error.status, headers=ERROR_HEADERS)
+
+
+async def _stream(request: web.Request, chunks: list[dict[str, Any]]) -> web.StreamResponse:
+    response = web.StreamResponse(
+        headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+    )
+    await response.prepare(request)
+    await response.write(b"".join(b"data: " + _dumps(chunk) + b"\n\n" for chunk in chunks))
+    await response.write(b"data: [DONE]\n\n")
+    await response.write_eof()
+    return response
