@@ -39,7 +39,6 @@ CALCULATOR = {
     },
 }
 MAX_TURNS = 4  # model calls per problem: tool rounds, then the answer
-MAX_TOKENS = int(os.environ.get("MATH_AGENT_MAX_TOKENS", "256"))
 
 _OPERATORS = {
     ast.Add: operator.add,
@@ -104,8 +103,10 @@ async def solve(client: AsyncOpenAI, model: str, question: str) -> str:
     ]
     reply = ""
     for _ in range(MAX_TURNS):
+        # No temperature or max_tokens: whoever serves the model decides (rllm's trainer
+        # samples at its own temperature and bounds each reply).
         response = await client.chat.completions.create(
-            model=model, messages=messages, tools=[CALCULATOR], max_tokens=MAX_TOKENS
+            model=model, messages=messages, tools=[CALCULATOR]
         )
         message = response.choices[0].message
         reply = message.content or ""

@@ -26,7 +26,6 @@ with the same concurrency, per-attempt retries, output file and run metrics.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -139,7 +138,7 @@ class ProgramWorkflow(Workflow):
         session = gateway.open_session(
             session_id=uuid.uuid4().hex, sampling_defaults=workflows.sampling_defaults
         )
-        endpoint = Endpoint(session.base_url, session.api_key, _model_name(gateway), session.id)
+        endpoint = Endpoint(session.base_url, session.api_key, gateway.model_name, session.id)
         output: ProgramOutput | None = None
         failure: ProgramFailure | None = None
         try:
@@ -240,13 +239,7 @@ def _sequences(calls: list[Any], tokenizer: Any) -> tuple[list[Trajectory], dict
     from rllm_agents.gateway import build_sequences
 
     trajectories, report = build_sequences(calls, tokenizer=tokenizer)
-    if dataclasses.is_dataclass(report):
-        report = dataclasses.asdict(report)
-    return list(trajectories), dict(report)
-
-
-def _model_name(gateway: Any) -> str:
-    return str(getattr(gateway, "model_name", "rllm-gateway"))
+    return list(trajectories), report.to_dict()
 
 
 class ProgramExecutionEngine:
