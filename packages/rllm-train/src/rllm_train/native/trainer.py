@@ -484,6 +484,8 @@ class NativeTrainer:
             "accuracy": float(np.mean(correct)) if correct else None,
             "episodes": len(episodes),
             "failures": sum(e.failure is not None for e in episodes),
+            # Ended in ERROR or TIMEOUT (a crashed program, the model server): not trained on.
+            "errors": sum(e.error is not None for e in episodes),
             "sequences": len(sequences),
             "response_tokens_mean": float(np.mean(generated)) if generated else 0.0,
             "prefix_breaks": len(split),  # trajectories trained turn by turn (batch.py)
