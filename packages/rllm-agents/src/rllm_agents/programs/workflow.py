@@ -56,22 +56,6 @@ def program_jobs(
     ]
 
 
-def session_sampling(sampling: SamplingParams | None) -> dict[str, Any]:
-    """A session's sampling defaults (what a program's call leaves unset) from SamplingParams."""
-    if sampling is None:
-        return {}
-    values: dict[str, Any] = {
-        "temperature": sampling.temperature,
-        "top_p": sampling.top_p,
-        "max_tokens": sampling.max_tokens,
-    }
-    if sampling.stop:
-        values["stop"] = list(sampling.stop)
-    if sampling.seed is not None:
-        values["seed"] = sampling.seed
-    return values
-
-
 class ProgramWorkflows:
     """The workflow factory of a program run: the gateway, the grader and the settings."""
 
@@ -91,7 +75,8 @@ class ProgramWorkflows:
         self.tokenizer = tokenizer
         self.grader = grader
         self.timeout_s = timeout_s
-        self.sampling_defaults = session_sampling(sampling)
+        # What a program's calls leave unset (OpenAI field names).
+        self.sampling_defaults = sampling.request_fields() if sampling is not None else {}
         self.host = host
         self._gateway: asyncio.Future[Any] | None = None
 
@@ -116,9 +101,11 @@ class ProgramWorkflows:
         end of each run; the next run starts them again)."""
         started, self._gateway = self._gateway, None
         try:
-            if started is not None:
+            if started is not None and not (started.done() and started.exception()):
                 gateway = await started
                 await gateway.stop()
+            # A gateway that failed to start has nothing to stop, and every episode of the
+            # run has already recorded why.
         finally:
             if self.grader is not None:
                 await self.grader.aclose()

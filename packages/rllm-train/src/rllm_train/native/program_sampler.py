@@ -22,12 +22,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from rllm_agents.engines.base import SamplingParams
-from rllm_agents.engines.local import LocalEngine
 from rllm_agents.programs import AgentProgram, ProgramExecutionEngine, program_from_options
 
 from rllm_train.config import ConfigError, ProgramConfig, TrainConfig
 from rllm_train.datasets import RunData
-from rllm_train.native.sampler import Rollout, RolloutLimits
+from rllm_train.native.sampler import Rollout, RolloutLimits, serving_engine, timed_rollout
 
 
 def load_program(program: ProgramConfig) -> AgentProgram:
@@ -88,12 +87,8 @@ class ProgramSampler:
         self.limits = limits
         self.timeout = timeout
         self.retries = retries
-        self.engine = LocalEngine(
-            model,
-            tokenizer,
-            device=str(next(model.parameters()).device),
-            max_batch_size=max_batch_size,
-            autocast_dtype=autocast_dtype,
+        self.engine = serving_engine(
+            model, tokenizer, max_batch_size=max_batch_size, autocast_dtype=autocast_dtype
         )
 
     def sample(
@@ -120,13 +115,7 @@ class ProgramSampler:
             ),
             progress=False,
         )
-        busy_before = self.engine.stats.busy_seconds
-        episodes = runner.run(list(tasks), list(seeds))
-        return Rollout(
-            episodes,
-            generate_seconds=self.engine.stats.busy_seconds - busy_before,
-            env_seconds=sum(episode.metrics.get("env_time", 0.0) for episode in episodes),
-        )
+        return timed_rollout([self.engine], lambda: runner.run(list(tasks), list(seeds)))
 
     def close(self) -> None:
         self.engine.close()
