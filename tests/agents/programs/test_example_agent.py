@@ -118,3 +118,4 @@ def test_rllm_eval_runs_the_agent_as_a_command(tmp_path):
     episodes, summary = read_run(output)
     assert_recorded(episodes, samples=1)
     assert summary["errors"] == 0 and summary["infra_failures"] == 0
+    assert summary["program_failures"] == {}

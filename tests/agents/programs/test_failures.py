@@ -12,7 +12,7 @@ import gymnasium as gym
 import pytest
 import rllm_envs  # noqa: F401 - registers the rllm/* ids
 from rllm_agents.engines.base import SamplingParams
-from rllm_agents.programs import ProgramExecutionEngine, command_program
+from rllm_agents.programs import ProgramExecutionEngine, command_program, failure_counts
 from rllm_agents.reaper import running
 from rllm_agents.types import TerminationReason
 
@@ -129,9 +129,10 @@ def test_the_time_limit_kills_the_program_and_its_children(tmp_path, tiny_engine
     ],
 )
 def test_unusable_output_is_bad_output(tmp_path, tiny_engine, then, words):
-    [episode] = run(tiny_engine, program(tmp_path, then))
-    assert episode.termination_reason == TerminationReason.ERROR
-    assert episode.info["program_failure"] == "bad_output" and words in episode.error
+    episodes = run(tiny_engine, program(tmp_path, then))
+    assert failure_counts(episodes) == {"bad_output": 1}
+    [episode] = episodes
+    assert episode.termination_reason == TerminationReason.ERROR and words in episode.error
 
 
 def test_a_program_that_never_calls_the_model(tmp_path, tiny_engine):

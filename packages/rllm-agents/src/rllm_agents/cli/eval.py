@@ -399,6 +399,10 @@ async def evaluate(
         for key in ("wall_time", "episodes_per_s", "completion_tokens_per_s"):
             summary[key] = runner.last_metrics.get(key)
         summary["resumed_episodes"] = len(done)
+        if program is not None:
+            from rllm_agents.programs import failure_counts
+
+            summary["program_failures"] = failure_counts(episodes)
         summary["config"] = {  # the run's settings, never its secret
             key: str(value) if isinstance(value, Path) else value
             for key, value in vars(args).items()

@@ -45,6 +45,7 @@ from rllm_agents.programs.workflow import (
     ProgramExecutionEngine,
     ProgramWorkflow,
     ProgramWorkflows,
+    failure_counts,
     program_episode,
     program_jobs,
 )
@@ -65,6 +66,7 @@ __all__ = [
     "ProgramWorkflow",
     "ProgramWorkflows",
     "command_program",
+    "failure_counts",
     "function_program",
     "parse_output",
     "parse_result",

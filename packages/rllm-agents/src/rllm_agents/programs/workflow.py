@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,13 @@ def program_jobs(
         {"id": str(task.get("task_id", task.get("id", index))), "task": dict(task), "seed": seed}
         for index, (task, seed) in enumerate(zip(tasks, seeds, strict=True))
     ]
+
+
+def failure_counts(episodes: Sequence[Episode]) -> dict[str, int]:
+    """How many program runs failed, by kind (crashed, timeout, bad_output, ...)."""
+    kinds = Counter(episode.info.get("program_failure") for episode in episodes)
+    kinds.pop(None, None)
+    return dict(sorted(kinds.items()))
 
 
 class ProgramWorkflows:
