@@ -286,7 +286,13 @@ class ProgramExecutionEngine:
 
     @property
     def last_metrics(self) -> dict[str, Any]:
-        return self.runner.last_metrics
+        """The last run's summary, with the rates an agent's run reports."""
+        metrics = dict(self.runner.last_metrics)
+        wall = metrics.get("wall_time") or 0.0
+        if wall > 0:
+            metrics["episodes_per_s"] = metrics["episodes"] / wall
+            metrics["completion_tokens_per_s"] = metrics["completion_tokens"] / wall
+        return metrics
 
     async def execute_tasks(
         self, tasks: Sequence[dict[str, Any]], seeds: Sequence[int | None] | None = None
