@@ -34,6 +34,9 @@ from typing import Any
 from rllm_agents.engines.base import ModelOutput, SamplingParams
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
+# Messages with these roles and keys only need no normalising (checked cheaply).
+PLAIN_ROLES = frozenset({"system", "user", "assistant"})
+PLAIN_KEYS = frozenset({"role", "content", "name"})
 MAX_CHOICES = 128
 MAX_STOP_STRINGS = 16
 MAX_TOP_LOGPROBS = 20
@@ -96,6 +99,11 @@ def error_body(
 # ---- requests -------------------------------------------------------------------------------
 
 
+# The engine's own defaults, but logprobs always: the recording needs them whatever the
+# program asked for.
+ENGINE_DEFAULTS = {**asdict(SamplingParams()), "logprobs": True}
+
+
 @dataclass(frozen=True)
 class SamplingRequest:
     """The sampling settings of a request, before session defaults fill the gaps."""
@@ -107,17 +115,13 @@ class SamplingRequest:
     seed: int | None = None
 
     def resolve(self, defaults: SamplingRequest | None = None) -> SamplingParams:
-        """Engine settings: the request's values, else the session's defaults, else the engine's.
-
-        Logprobs are always asked of the engine: the recording needs them whatever the
-        program asked for.
-        """
-        merged = {**(defaults or SamplingRequest()).given(), **self.given()}
-        return replace(SamplingParams(), logprobs=True, **merged)
+        """Engine settings: the request's values, else the session's defaults, else the engine's."""
+        merged = {**defaults.given(), **self.given()} if defaults is not None else self.given()
+        return SamplingParams(**{**ENGINE_DEFAULTS, **merged})
 
     def given(self) -> dict[str, Any]:
         """The settings this request names (None means "not given")."""
-        return {name: value for name, value in asdict(self).items() if value is not None}
+        return {name: value for name, value in vars(self).items() if value is not None}
 
     def with_seed_offset(self, offset: int) -> SamplingRequest:
         """Choice `offset` of n: a seeded request gives each choice its own seed (seed +
@@ -330,6 +334,14 @@ def _messages(messages: Any) -> list[dict[str, Any]]:
 
 
 def _message(message: Any, index: int) -> dict[str, Any]:
+    if (
+        type(message) is dict
+        and message.keys() <= PLAIN_KEYS
+        and message.get("role") in PLAIN_ROLES
+        and type(message.get("content")) is str
+        and None not in message.values()
+    ):
+        return message  # already what templates take (the common case, kept cheap)
     param = f"messages[{index}]"
     if not isinstance(message, dict):
         raise RequestError(400, f"{param}: expected an object", param=param)
@@ -439,10 +451,10 @@ def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
     }
 
 
-def total_usage(choices: list[Choice]) -> dict[str, int]:
-    """Prompt tokens are counted once per distinct prompt, as a batch of n shares one."""
-    prompts = {id(c.output.prompt_ids): c.output.prompt_length for c in choices}
-    return usage(sum(prompts.values()), sum(c.output.completion_length for c in choices))
+def total_usage(choices: list[Choice], n: int) -> dict[str, int]:
+    """Token counts of an answer whose choices come n per prompt: each prompt counts once."""
+    prompt_tokens = sum(choice.output.prompt_length for choice in choices[::n])
+    return usage(prompt_tokens, sum(choice.output.completion_length for choice in choices))
 
 
 def chat_logprobs(choice: Choice, top_logprobs: int) -> dict[str, Any]:
@@ -484,7 +496,7 @@ def chat_completion(
             }
             for index, choice in enumerate(choices)
         ],
-        "usage": total_usage(choices),
+        "usage": total_usage(choices, request.n),
     }
 
 
@@ -535,7 +547,7 @@ def chat_chunks(
                 "created": created,
                 "model": model,
                 "choices": [],
-                "usage": total_usage(choices),
+                "usage": total_usage(choices, request.n),
             }
         )
     return chunks
@@ -577,7 +589,7 @@ def text_completion(
         "created": int(time.time()),
         "model": model,
         "choices": [completion_choice(i, c, request) for i, c in enumerate(choices)],
-        "usage": total_usage(choices),
+        "usage": total_usage(choices, request.n),
     }
 
 

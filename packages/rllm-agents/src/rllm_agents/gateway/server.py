@@ -39,7 +39,6 @@ import logging
 import secrets
 import time
 import uuid
-from dataclasses import asdict
 from typing import Any
 
 from aiohttp import web
@@ -111,7 +110,10 @@ class Gateway:
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
         try:
-            await web.TCPSite(runner, self.host, self.port, reuse_address=True).start()
+            # Hundreds of programs connect at once when a run starts; aiohttp's default backlog
+            # (128) would drop the rest of the burst's SYNs, which clients resend after 1 s.
+            site = web.TCPSite(runner, self.host, self.port, reuse_address=True, backlog=4096)
+            await site.start()
         except BaseException:
             await runner.cleanup()
             raise
@@ -306,7 +308,7 @@ class Gateway:
                         text=output.text,
                         tool_calls=choice.tool_calls,
                         finish_reason=choice.finish_reason,
-                        sampling=asdict(sampling),
+                        sampling=dict(vars(sampling)),
                         started=started,
                         latency_s=latency,
                         choice_index=choice_index,
@@ -359,7 +361,7 @@ class Gateway:
                         text=output.text,
                         tool_calls=[],
                         finish_reason=choice.finish_reason,
-                        sampling=asdict(call["sampling"]),
+                        sampling=dict(vars(call["sampling"])),
                         started=started,
                         latency_s=latency,
                         choice_index=choice_index,

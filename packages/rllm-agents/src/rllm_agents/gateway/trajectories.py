@@ -234,7 +234,7 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
 
 def _split_note(sequences: list[_Sequence], call: RecordedCall, prompt: list[int]) -> SplitNote:
     shared = [(_common_prefix(prompt, seq.ids()), number) for number, seq in enumerate(sequences)]
-    common, nearest = max(shared)
+    common, nearest = max(shared, key=lambda item: (item[0], -item[1]))  # earliest on ties
     return SplitNote(
         call=call.index,
         choice=call.choice_index,
