@@ -74,6 +74,7 @@ async def test_the_agent_follows_tool_calls_to_a_graded_answer(smollm2_tokenizer
     assert sorted(generated) == sorted(token for c in completions for token in c)
     assert all(t.reward == 1.0 for t in episode.trajectories)
     assert episode.info["sequences"]["calls"] == 2
+    assert episode.info["sequences"]["failed_calls"] == 0
 
 
 def read_run(output: Path) -> tuple[list[Episode], dict]:

@@ -158,6 +158,9 @@ class ProgramWorkflow(Workflow):
             else:
                 grade = await workflows.grader.grade(row, output.result.answer or "", seed)
         trajectories, report = _sequences(calls, workflows.tokenizer)
+        # Calls the gateway answered with an error (a malformed request, a prompt too long):
+        # recorded nowhere else, and often why a program crashed.
+        report["failed_calls"] = session.failed_calls
         return program_episode(
             uid=uid,
             job=task,
