@@ -4,6 +4,7 @@ process of it left running. Programs talk to the tiny model through the real gat
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -150,3 +151,36 @@ def test_every_run_of_a_batch_ends_as_one_episode_in_order(tmp_path, tiny_engine
     episodes = run(tiny_engine, echo, rows=rows)
     assert [e.info["task_key"] for e in episodes] == [row["id"] for row in rows]
     assert all(e.reward == 1.0 for e in episodes)
+
+
+@pytest.mark.slow
+def test_rllm_eval_stopped_by_sigterm_leaves_no_program_running(tmp_path):
+    pid_file = tmp_path / "pids"
+    agent = tmp_path / "agent.py"
+    agent.write_text(
+        "import os, subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'])\n"
+        f"open({str(pid_file)!r}, 'a').write(f'{{os.getpid()}} {{child.pid}}\\n')\n"
+        "time.sleep(300)\n"
+    )
+    command = [sys.executable, "-m", "rllm_agents.cli.eval", "--env", "rllm/Math-v0"]
+    command += ["--split", "gsm8k_test", "--num-tasks", "2", "--model", "tiny", "--no-progress"]
+    command += ["--agent-cmd", f"{sys.executable} {agent}"]
+    evaluation = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while len(_pids(pid_file)) < 4 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(_pids(pid_file)) == 4, "both programs and their children should be running"
+        evaluation.terminate()
+        _, stderr = evaluation.communicate(timeout=60)
+    finally:
+        evaluation.kill()
+    assert evaluation.returncode == 143
+    assert b"is closed" not in stderr  # every program was reaped before the loop closed
+    for pid in _pids(pid_file):
+        assert not running(pid), f"process {pid} outlived rllm-eval"
+
+
+def _pids(path: Path) -> list[int]:
+    return [int(word) for word in path.read_text().split()] if path.exists() else []

@@ -118,6 +118,10 @@ async def run_command(
     finally:
         if not finished:  # cancelled, or the wait itself failed: nothing may outlive us
             _signal_group(process.pid, signal.SIGKILL)
+            # Reaped here, while the loop still runs: a loop that closes first (the run is
+            # being torn down) leaves the dead process to a warning on stderr.
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(protocol.exited)
         for task in io:
             task.cancel()
         transport.close()  # the pipes, whatever still holds their other ends
