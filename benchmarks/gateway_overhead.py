@@ -1,7 +1,7 @@
 """What the recording gateway costs: per call, and with 256 programs at once.
 
     python benchmarks/gateway_overhead.py [--conversations 40] [--turns 8] [--rounds 4]
-        [--sessions 256] [--latency 0.5] [--session-turns 4] [--session-rounds 3]
+        [--sessions 256] [--latency 0.5] [--session-turns 8] [--session-rounds 3]
         [--programs-in-process] [--tokenizer smollm2] [--skip-tokens] [--skip-sessions]
 
 The model server is the loopback OpenAI-compatible server of ``rllm_agents.testing.fault_server``
@@ -46,13 +46,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from engine_throughput import CannedServer  # noqa: E402
-from rllm_agents.engines import event_loop  # noqa: E402
-from rllm_agents.engines.base import SamplingParams  # noqa: E402
-from rllm_agents.engines.openai import OpenAIEngine  # noqa: E402
-from rllm_agents.gateway import Gateway, SequenceReport, build_sequences  # noqa: E402
+from rllm_agents.engines import event_loop
+from rllm_agents.engines.base import SamplingParams
+from rllm_agents.engines.openai import OpenAIEngine
+from rllm_agents.gateway import Gateway, SequenceReport, build_sequences
 
 OVERHEAD_GOAL_MS = 1.0
 SESSIONS_GOAL_PERCENT = 90.0
@@ -99,6 +96,14 @@ class SessionsRun:
     median_s: float
     percent_of_ideal: float
     cpu_ms_per_call: float  # the gateway process's CPU time per call (with in-process programs)
+
+
+def canned_server(latency: float) -> Any:
+    """engine_throughput's CannedServer (imported here: the programs' child needs none)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from engine_throughput import CannedServer
+
+    return CannedServer(latency, CANNED_REPLY)
 
 
 def program_engine(target: Target, tokenizer: Any, max_connections: int = 4) -> OpenAIEngine:
@@ -194,7 +199,7 @@ async def per_call(
     times: dict[str, list[float]] = {route.name: [] for route in routes}
     cpu: dict[str, float] = {route.name: 0.0 for route in routes}
     per_round = max(1, args.conversations // args.rounds)
-    with CannedServer(0.0, CANNED_REPLY) as server:
+    with canned_server(0.0) as server:
         setups = [Setup(route, server.base_url, tokenizer) for route in routes]
         try:
             for setup in setups:
@@ -238,7 +243,7 @@ async def sessions_at_once(
     cpus: dict[str, list[float]] = {route.name: [] for route in routes}
     for _ in range(args.session_rounds):
         for route in routes:
-            with CannedServer(args.latency, CANNED_REPLY) as server:
+            with canned_server(args.latency) as server:
                 async with Setup(route, server.base_url, tokenizer) as setup:
                     targets = [setup.target() for _ in range(args.sessions)]
                     cpu_started = time.process_time()
@@ -275,7 +280,8 @@ async def _programs_in_child(targets: list[Target], args: argparse.Namespace) ->
     order = {
         "targets": [asdict(target) for target in targets],
         "turns": args.session_turns,
-        "tokenizer": None if args.skip_tokens else args.tokenizer,
+        # Only programs that render their own prompts need the tokenizer (slow to import).
+        "tokenizer": args.tokenizer if any(target.renders for target in targets) else None,
     }
     child = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -365,7 +371,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--sessions", type=int, default=256)
     parser.add_argument("--latency", type=float, default=0.5, help="server latency (s)")
-    parser.add_argument("--session-turns", type=int, default=4)
+    parser.add_argument("--session-turns", type=int, default=8)
     parser.add_argument("--session-rounds", type=int, default=3)
     parser.add_argument("--programs-in-process", action="store_true")
     parser.add_argument("--tokenizer", default="smollm2", help="an embedded model's name")

@@ -162,3 +162,28 @@ async def test_the_servers_context_limit_becomes_a_context_error(llama_gateway):
                 max_tokens=2,
             )
     assert caught.value.body["code"] == "context_length_exceeded"
+
+
+async def test_without_a_tokenizer_messages_pass_through(llamacpp_server, smollm2_tokenizer):
+    """A chat-mode engine with no tokenizer: the server renders; the recording holds what the
+    engine reports (no ids here), and build_sequences re-renders it when given a tokenizer."""
+    engine = OpenAIEngine(llamacpp_server.base_url, llamacpp_server.model_alias, max_retries=1)
+    messages = [{"role": "user", "content": "Say hi."}]
+    try:
+        async with Gateway(engine) as gateway:
+            assert gateway.tokenizer is None
+            session = gateway.open_session()
+            async with client_for(session) as client:
+                answer = await client.chat.completions.create(
+                    model="smollm2", messages=messages, max_tokens=3, temperature=0
+                )
+            [call] = gateway.close_session(session.id)
+    finally:
+        await engine.aclose()
+    assert call.text == answer.choices[0].message.content
+    assert call.prompt_ids == [] and call.completion_ids == []
+    [sequence], report = build_sequences([call], tokenizer=smollm2_tokenizer)
+    assert report.retokenised_calls == 1
+    assert sequence.prompt_ids == render_prompt_ids(smollm2_tokenizer, messages)
+    assert sequence.response_ids == encode(smollm2_tokenizer, call.text)
+    assert build_sequences([call])[1].skipped_calls == 1

@@ -8,13 +8,16 @@ ran within half a point of asyncio's loop either way (95.4 % against 94.9 % in o
 against 95.4 % in another), and ``rllm-eval`` end to end (512 one-turn episodes) was 1-3 points
 slower on it (85.8 % against 86.8 %, 84.6 % against 87.5 %). The engine runs on any asyncio
 loop.
+
+``all_or_none`` awaits several calls at once and, when one fails, cancels the others before
+raising its error, so no call is left running unawaited.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Coroutine, Iterable
 from typing import Any, TypeVar
 
 Result = TypeVar("Result")
@@ -42,3 +45,15 @@ def run(coroutine: Coroutine[Any, Any, Result], *, use_uvloop: bool | None = Non
             ) from None
         return uvloop.run(coroutine)
     return asyncio.run(coroutine)
+
+
+async def all_or_none(calls: Iterable[Awaitable[Result]]) -> list[Result]:
+    """Await every call concurrently; if one fails, cancel the rest and raise its error."""
+    tasks = [asyncio.ensure_future(call) for call in calls]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise

@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from rllm_agents.engines.event_loop import all_or_none
 from rllm_agents.execution.engine import env_ending, record_tokens
 from rllm_agents.execution.env_slot import EnvSlot, FactoryProbe, LoopPacer, check_call_policy
 from rllm_agents.execution.policies import Policy, SeatPlay
@@ -215,7 +216,7 @@ class MultiAgentWorkflow(Workflow):
                 return state.ending(), None
             acting = [seat for seat in live if state.infos.get(seat, {}).get("to_act", True)]
             try:
-                replies = await _all_or_none(self._turn(seats[seat], state) for seat in acting)
+                replies = await all_or_none(self._turn(seats[seat], state) for seat in acting)
             except Exception as exc:  # noqa: BLE001 - a model failure ends this episode only
                 return TerminationReason.ERROR, f"model: {type(exc).__name__}: {exc}"
             actions = dict.fromkeys(live, "")
@@ -397,18 +398,6 @@ class _Clock:
         finally:
             self.last = time.perf_counter() - started
             self.total += self.last
-
-
-async def _all_or_none(calls: Iterable[Any]) -> list[Any]:
-    """Await every call concurrently; if one fails, cancel the rest and raise its error."""
-    tasks = [asyncio.ensure_future(call) for call in calls]
-    try:
-        return list(await asyncio.gather(*tasks))
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
 
 
 class MultiAgentWorkflowFactory:

@@ -475,14 +475,16 @@ def chat_message(choice: Choice) -> dict[str, Any]:
     return message
 
 
+def envelope(kind: str, request_id: str, model: str) -> dict[str, Any]:
+    """The fields every answer and chunk starts with."""
+    return {"id": request_id, "object": kind, "created": int(time.time()), "model": model}
+
+
 def chat_completion(
     request_id: str, model: str, request: ChatRequest, choices: list[Choice]
 ) -> dict[str, Any]:
     return {
-        "id": request_id,
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
+        **envelope("chat.completion", request_id, model),
         "choices": [
             {
                 "index": index,
@@ -508,17 +510,11 @@ def chat_chunks(
 
     The engines return whole completions, so each choice's content arrives as one delta.
     """
-    created = int(time.time())
+    head = envelope("chat.completion.chunk", request_id, model)
 
     def chunk(index: int, delta: dict[str, Any], **extra: Any) -> dict[str, Any]:
         choice = {"index": index, "delta": delta, "logprobs": None, "finish_reason": None, **extra}
-        return {
-            "id": request_id,
-            "object": "chat.completion.chunk",
-            "created": created,
-            "model": model,
-            "choices": [choice],
-        }
+        return {**head, "choices": [choice]}
 
     chunks = []
     for index, choice in enumerate(choices):
@@ -540,16 +536,7 @@ def chat_chunks(
             )
         )
     if request.include_usage:
-        chunks.append(
-            {
-                "id": request_id,
-                "object": "chat.completion.chunk",
-                "created": created,
-                "model": model,
-                "choices": [],
-                "usage": total_usage(choices, request.n),
-            }
-        )
+        chunks.append({**head, "choices": [], "usage": total_usage(choices, request.n)})
     return chunks
 
 
@@ -584,10 +571,7 @@ def text_completion(
     request_id: str, model: str, request: CompletionRequest, choices: list[Choice]
 ) -> dict[str, Any]:
     return {
-        "id": request_id,
-        "object": "text_completion",
-        "created": int(time.time()),
-        "model": model,
+        **envelope("text_completion", request_id, model),
         "choices": [completion_choice(i, c, request) for i, c in enumerate(choices)],
         "usage": total_usage(choices, request.n),
     }

@@ -33,20 +33,29 @@ completions, so the chunks come at once after generation.
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import json
 import logging
 import secrets
 import time
 import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
-from rllm_agents.engines.base import ContextOverflow, EngineError, ModelOutput, PromptRejected
+from rllm_agents.engines.base import (
+    ContextOverflow,
+    EngineError,
+    ModelOutput,
+    PromptRejected,
+    SamplingParams,
+)
+from rllm_agents.engines.event_loop import all_or_none
 from rllm_agents.gateway import openai_shapes as shapes
 from rllm_agents.gateway.answers import chat_choice, text_choice
-from rllm_agents.gateway.openai_shapes import RequestError
+from rllm_agents.gateway.openai_shapes import Choice, RequestError, SamplingRequest
 from rllm_agents.gateway.prompts import RenderedPrompt, context_after, render_chat_prompt
 from rllm_agents.gateway.sessions import GatewaySession, RecordedCall
 
@@ -230,14 +239,7 @@ class Gateway:
         """One engine call per choice, concurrently; the first failure cancels the rest."""
         if len(calls) == 1:
             return [await self._generate(**calls[0])]
-        tasks = [asyncio.ensure_future(self._generate(**call)) for call in calls]
-        try:
-            return list(await asyncio.gather(*tasks))
-        except BaseException:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            raise
+        return await all_or_none(self._generate(**call) for call in calls)
 
     def _render(self, chat: shapes.ChatRequest, session: GatewaySession | None) -> RenderedPrompt:
         try:
@@ -265,26 +267,19 @@ class Gateway:
     # ---- endpoints ------------------------------------------------------------------------------
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
-        session = self._session_of(request)
+        call = _Call.arrive(self._session_of(request))
         chat = shapes.parse_chat(await self._body(request))
-        started, clock = time.time(), time.perf_counter()
-        index = session.next_index() if session is not None else 0
-        defaults = session.sampling_defaults if session is not None else None
-        params = [chat.sampling.with_seed_offset(i).resolve(defaults) for i in range(chat.n)]
+        params = call.sampling(chat.sampling, chat.n)
         prompt: RenderedPrompt | None = None
-        try:
+        with call.counting_failure():
             if self.tokenizer is not None:
-                prompt = self._render(chat, session)
-                calls = [{"prompt_ids": prompt.ids, "sampling": p} for p in params]
+                prompt = self._render(chat, call.session)
+                engine_calls = [{"prompt_ids": prompt.ids, "sampling": p} for p in params]
             else:
-                calls = [
+                engine_calls = [
                     {"messages": chat.messages, "tools": chat.tools, "sampling": p} for p in params
                 ]
-            outputs = await self._generate_all(calls)
-        except BaseException:
-            if session is not None:
-                session.failed_calls += 1
-            raise
+            outputs = await self._generate_all(engine_calls)
         parse_tools = bool(chat.tools) and chat.tool_choice != "none"
         choices = [
             chat_choice(
@@ -292,33 +287,9 @@ class Gateway:
             )
             for output in outputs
         ]
-        if session is not None:
-            latency = time.perf_counter() - clock
-            for choice_index, (choice, sampling) in enumerate(zip(choices, params, strict=True)):
-                output = choice.output
-                prompt_ids = prompt.ids if prompt is not None else list(output.prompt_ids)
-                session.record(
-                    RecordedCall(
-                        index=index,
-                        messages=chat.messages,
-                        tools=chat.tools,
-                        prompt_ids=prompt_ids,
-                        completion_ids=list(output.completion_ids),
-                        logprobs=list(output.logprobs),
-                        text=output.text,
-                        tool_calls=choice.tool_calls,
-                        finish_reason=choice.finish_reason,
-                        sampling=dict(vars(sampling)),
-                        started=started,
-                        latency_s=latency,
-                        choice_index=choice_index,
-                        endpoint="chat",
-                        extends=prompt.extends if prompt is not None else None,
-                    ),
-                    context_after(self.tokenizer, index, prompt, list(output.completion_ids))
-                    if prompt is not None
-                    else None,
-                )
+        call.record(
+            choices, engine_calls, "chat", chat.messages, chat.tools, prompt, self.tokenizer
+        )
         request_id = "chatcmpl-" + uuid.uuid4().hex
         if chat.stream:
             chunks = shapes.chat_chunks(request_id, self.model_name, chat, choices)
@@ -326,49 +297,18 @@ class Gateway:
         return _json_response(shapes.chat_completion(request_id, self.model_name, chat, choices))
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
-        session = self._session_of(request)
+        call = _Call.arrive(self._session_of(request))
         completion = shapes.parse_completion(await self._body(request))
-        started, clock = time.time(), time.perf_counter()
-        index = session.next_index() if session is not None else 0
-        defaults = session.sampling_defaults if session is not None else None
-        params = [
-            completion.sampling.with_seed_offset(i).resolve(defaults) for i in range(completion.n)
-        ]
-        try:
+        params = call.sampling(completion.sampling, completion.n)
+        with call.counting_failure():
             prompts = [self._encode(prompt) for prompt in completion.prompts]
-            calls = [{"prompt_ids": ids, "sampling": p} for ids in prompts for p in params]
-            outputs = await self._generate_all(calls)
-        except BaseException:
-            if session is not None:
-                session.failed_calls += 1
-            raise
+            engine_calls = [{"prompt_ids": ids, "sampling": p} for ids in prompts for p in params]
+            outputs = await self._generate_all(engine_calls)
         want_texts = completion.logprobs is not None
         choices = [
             text_choice(o, tokenizer=self.tokenizer, token_texts=want_texts) for o in outputs
         ]
-        if session is not None:
-            latency = time.perf_counter() - clock
-            for choice_index, (choice, call) in enumerate(zip(choices, calls, strict=True)):
-                output = choice.output
-                session.record(
-                    RecordedCall(
-                        index=index,
-                        messages=None,
-                        tools=None,
-                        prompt_ids=list(call["prompt_ids"]),
-                        completion_ids=list(output.completion_ids),
-                        logprobs=list(output.logprobs),
-                        text=output.text,
-                        tool_calls=[],
-                        finish_reason=choice.finish_reason,
-                        sampling=dict(vars(call["sampling"])),
-                        started=started,
-                        latency_s=latency,
-                        choice_index=choice_index,
-                        endpoint="completions",
-                    ),
-                    None,
-                )
+        call.record(choices, engine_calls, "completions")
         request_id = "cmpl-" + uuid.uuid4().hex
         if completion.stream:
             chunks = shapes.completion_chunks(request_id, self.model_name, completion, choices)
@@ -380,6 +320,76 @@ class Gateway:
     async def _models(self, request: web.Request) -> web.StreamResponse:
         self._session_of(request)  # an unknown session is a 404 here too
         return _json_response(shapes.models_list(self.model_name))
+
+
+@dataclass
+class _Call:
+    """One request being served: the session it records to (if any) and when it arrived."""
+
+    session: GatewaySession | None
+    index: int = 0
+    started: float = field(default_factory=time.time)
+    clock: float = field(default_factory=time.perf_counter)
+
+    @classmethod
+    def arrive(cls, session: GatewaySession | None) -> _Call:
+        # The index is taken on arrival, so concurrent calls keep their arrival order.
+        return cls(session, session.next_index() if session is not None else 0)
+
+    def sampling(self, request: SamplingRequest, n: int) -> list[SamplingParams]:
+        """The engine settings of each of the n choices."""
+        defaults = self.session.sampling_defaults if self.session is not None else None
+        return [request.with_seed_offset(i).resolve(defaults) for i in range(n)]
+
+    @contextlib.contextmanager
+    def counting_failure(self) -> Iterator[None]:
+        try:
+            yield
+        except BaseException:
+            if self.session is not None:
+                self.session.failed_calls += 1
+            raise
+
+    def record(
+        self,
+        choices: list[Choice],
+        engine_calls: list[dict[str, Any]],
+        endpoint: str,
+        messages: list[dict[str, Any]] | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        prompt: RenderedPrompt | None = None,
+        tokenizer: Any = None,
+    ) -> None:
+        """Record each choice with the prompt ids its engine call was given."""
+        if self.session is None:
+            return
+        latency = time.perf_counter() - self.clock
+        for choice_index, (choice, engine_call) in enumerate(
+            zip(choices, engine_calls, strict=True)
+        ):
+            output = choice.output
+            completion_ids = list(output.completion_ids)
+            recorded = RecordedCall(
+                index=self.index,
+                messages=messages,
+                tools=tools,
+                prompt_ids=list(engine_call.get("prompt_ids") or output.prompt_ids),
+                completion_ids=completion_ids,
+                logprobs=list(output.logprobs),
+                text=output.text,
+                tool_calls=choice.tool_calls,
+                finish_reason=choice.finish_reason,
+                sampling=dict(vars(engine_call["sampling"])),
+                started=self.started,
+                latency_s=latency,
+                choice_index=choice_index,
+                endpoint=endpoint,
+                extends=prompt.extends if prompt is not None else None,
+            )
+            context = None
+            if prompt is not None:
+                context = context_after(tokenizer, self.index, prompt, completion_ids)
+            self.session.record(recorded, context)
 
 
 def _dumps(data: Any) -> bytes:

@@ -43,6 +43,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rllm_agents.chat.tito import Segment
 from rllm_agents.chat.tool_calls import TOOL_CALL_BLOCK
 from rllm_agents.gateway.sessions import RecordedCall
 from rllm_agents.types import Step, Trajectory
@@ -104,36 +105,27 @@ class SequenceReport:
 
 @dataclass
 class _Sequence:
-    prompt_ids: list[int]
-    response_ids: list[int] = field(default_factory=list)
-    response_mask: list[int] = field(default_factory=list)
-    response_logprobs: list[float] = field(default_factory=list)
+    """A sequence being built: its tokens, the calls in it, where each call ended."""
+
+    tokens: Segment
     calls: list[RecordedCall] = field(default_factory=list)
-    # Lengths of the token sequence after its first prompt and after each call.
-    boundaries: list[int] = field(default_factory=list)
+    boundaries: list[int] = field(default_factory=list)  # lengths after the prompt, each call
     origin: str = "start"
 
-    def __post_init__(self) -> None:
-        self.boundaries.append(len(self.prompt_ids))
+    @classmethod
+    def starting(cls, prompt_ids: list[int]) -> _Sequence:
+        return cls(Segment(list(prompt_ids)), boundaries=[len(prompt_ids)])
 
     @property
     def length(self) -> int:
-        return len(self.prompt_ids) + len(self.response_ids)
-
-    def ids(self) -> list[int]:
-        return self.prompt_ids + self.response_ids
+        return len(self.tokens.prompt_ids) + len(self.tokens.response_ids)
 
     def append(self, call: RecordedCall, prompt_ids: list[int], completion: _Completion) -> None:
-        between = prompt_ids[self.length :]
-        self.response_ids += between
-        self.response_mask += [0] * len(between)
-        self.response_logprobs += [0.0] * len(between)
+        self.tokens.extend(prompt_ids[self.length :], mask=0)
         self.add_completion(call, completion)
 
     def add_completion(self, call: RecordedCall, completion: _Completion) -> None:
-        self.response_ids += completion.ids
-        self.response_mask += [1] * len(completion.ids)
-        self.response_logprobs += completion.logprobs
+        self.tokens.extend(completion.ids, mask=1, logprobs=completion.logprobs)
         self.calls.append(call)
         self.boundaries.append(self.length)
 
@@ -167,7 +159,7 @@ def build_sequences(
             target.append(call, prompt, completion)
             report.merged_calls += 1
             continue
-        sequence = _Sequence(list(prompt))
+        sequence = _Sequence.starting(prompt)
         if sequences:
             note = _split_note(sequences, call, prompt)
             sequence.origin = note.reason
@@ -211,10 +203,10 @@ def _longest_extended(sequences: list[_Sequence], prompt: list[int]) -> _Sequenc
 
 
 def _starts_with(prompt: list[int], sequence: _Sequence) -> bool:
-    head = len(sequence.prompt_ids)
-    return (
-        prompt[:head] == sequence.prompt_ids
-        and prompt[head : sequence.length] == sequence.response_ids
+    tokens = sequence.tokens
+    head = len(tokens.prompt_ids)
+    return prompt[:head] == tokens.prompt_ids and prompt[head : sequence.length] == (
+        tokens.response_ids
     )
 
 
@@ -233,7 +225,9 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
 
 
 def _split_note(sequences: list[_Sequence], call: RecordedCall, prompt: list[int]) -> SplitNote:
-    shared = [(_common_prefix(prompt, seq.ids()), number) for number, seq in enumerate(sequences)]
+    shared = [
+        (_common_prefix(prompt, seq.tokens.ids), number) for number, seq in enumerate(sequences)
+    ]
     common, nearest = max(shared, key=lambda item: (item[0], -item[1]))  # earliest on ties
     return SplitNote(
         call=call.index,
@@ -303,11 +297,12 @@ def _shared_start(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
 
 
 def _trajectory(number: int, sequence: _Sequence) -> Trajectory:
+    tokens = sequence.tokens
     return Trajectory(
-        prompt_ids=sequence.prompt_ids,
-        response_ids=sequence.response_ids,
-        response_mask=sequence.response_mask,
-        response_logprobs=sequence.response_logprobs,
+        prompt_ids=tokens.prompt_ids,
+        response_ids=tokens.response_ids,
+        response_mask=tokens.response_mask,
+        response_logprobs=tokens.response_logprobs,
         steps=[_step(call) for call in sequence.calls],
         info={
             "sequence": number,
