@@ -130,3 +130,8 @@ async def test_an_engine_failure_is_a_server_error_not_a_hang():
                 await client.chat.completions.create(model="m", messages=USER, max_tokens=2)
         assert caught.value.status_code == 503
     assert session.failed_calls == 2
+
+
+def test_sessions_open_only_on_a_started_gateway(tiny_engine):
+    with pytest.raises(RuntimeError, match="start the gateway"):
+        Gateway(tiny_engine).open_session()

@@ -19,6 +19,8 @@ them (:mod:`rllm_agents.gateway.prompts`). Without one (an OpenAI engine in chat
 hosted API) messages and tools go to the engine as they are, and the recording holds whatever
 token ids the engine reports.
 
+The engine stays the caller's: the gateway neither starts nor closes it.
+
 Every failure becomes an OpenAI error answer with a fitting status (400 for a request the
 gateway or engine refuses, 401 for a wrong key, 404 for an unknown or closed session or path,
 413 for an oversized body, 500 when the engine fails, 503 while no engine is served), with the
@@ -97,7 +99,8 @@ class Gateway:
     @property
     def url(self) -> str:
         """The server's root URL, ``http://host:port``."""
-        return f"http://{self.host}:{self.port}"
+        host = f"[{self.host}]" if ":" in self.host else self.host  # an IPv6 address
+        return f"http://{host}:{self.port}"
 
     @property
     def base_url(self) -> str:
@@ -152,6 +155,10 @@ class Gateway:
         `sampling_defaults` (OpenAI field names: temperature, top_p, max_tokens, stop, seed)
         apply where a request of this session leaves a setting out.
         """
+        if not self.running:
+            raise RuntimeError(
+                "start the gateway before opening sessions (their URLs need its port)"
+            )
         session_id = session_id or uuid.uuid4().hex
         if not session_id.replace("-", "").replace("_", "").replace(".", "").isalnum():
             raise ValueError(f"session id {session_id!r}: use letters, digits, '-', '_', '.'")
