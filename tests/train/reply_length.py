@@ -43,3 +43,17 @@ def make_lake(**kwargs) -> gym.Env:
 
 if LAKE_ENV_ID not in gym.registry:
     gym.register(LAKE_ENV_ID, entry_point=make_lake)
+
+
+# rllm/Math-v0 (question/answer rows) rewarded by the length of the answer: an agent program
+# that answers math problems gets samples that differ in reward from the tiny model.
+MATH_ENV_ID = "rllm_test/MathReplyLength-v0"
+MATH_MODULE_ENV_ID = f"{__name__}:{MATH_ENV_ID}"
+
+
+def make_math(**kwargs) -> gym.Env:
+    return RewardByReplyLength(gym.make("rllm/Math-v0", **kwargs))
+
+
+if MATH_ENV_ID not in gym.registry:
+    gym.register(MATH_ENV_ID, entry_point=make_math)

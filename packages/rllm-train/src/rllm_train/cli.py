@@ -54,6 +54,8 @@ examples:
   rllm-train --executor ray --ray-address HEAD:6379 rollout.dispatch=async   # envs on Ray
   rllm-train --env kuhn_poker_v0 multiagent.seats.player_1=random   # vs a scripted player
   rllm-train --env tictactoe_v0 --algorithm rae rollout.n=1           # self-play, every seat
+  rllm-train --env rllm/Math-v0 --agent-program examples/gateway/math_agent.py:run   # a program
+  rllm-train --env rllm/Math-v0 --agent-cmd "python my_agent.py"      # a program as a command
 """
 
 # Command-line flag -> the config key it sets.
@@ -68,6 +70,12 @@ FLAG_KEYS: dict[str, str] = {
     "seed": "trainer.seed",
     "executor": "rollout.executor",
     "ray_address": "rollout.ray_address",
+}
+# Flags whose values are taken as given, not read as YAML: a command line may hold ": " or
+# "#", which YAML would turn into a mapping or a comment.
+VERBATIM_FLAG_KEYS: dict[str, str] = {
+    "agent_program": "program.function",
+    "agent_cmd": "program.command",
 }
 
 
@@ -122,6 +130,19 @@ def build_parser() -> CommandParser:
     parser.add_argument(
         "--ray-address", metavar="HOST:PORT", help="the Ray cluster (--executor ray)"
     )
+    program = parser.add_mutually_exclusive_group()
+    program.add_argument(
+        "--agent-program",
+        metavar="MODULE:FUNCTION",
+        help="train an agent program: async def run(task, base_url, api_key) -> reward | dict, "
+        "as module:function or path/to/file.py:function (docs/agents/gateway.md)",
+    )
+    program.add_argument(
+        "--agent-cmd",
+        metavar="COMMAND",
+        help="train an agent program run as a command (task as JSON on stdin, endpoint in "
+        "OPENAI_BASE_URL / OPENAI_API_KEY, result as the last line of stdout)",
+    )
     parser.add_argument(
         "--no-progress", action="store_true", help="no progress bar (e.g. in CI logs)"
     )
@@ -145,7 +166,12 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         overrides.append("trainer.resume=true")
     if args.no_progress:
         overrides.append("trainer.progress=false")
-    return build_config(args.config, overrides + list(args.overrides))
+    verbatim = [
+        (key, getattr(args, flag))
+        for flag, key in VERBATIM_FLAG_KEYS.items()
+        if getattr(args, flag) is not None
+    ]
+    return build_config(args.config, [*overrides, *verbatim, *args.overrides])
 
 
 # What a run leaves in its folder: any of them means the folder holds a run (--resume).
@@ -231,11 +257,14 @@ def check_native(config: TrainConfig) -> None:
         except FileNotFoundError as error:
             raise ConfigError(f"model.name: {error}") from error
     from rllm_train.datasets import run_data
+    from rllm_train.native.program_sampler import check_program_run
 
-    if multiagent_setup(config) is None:  # a multi-agent env: its seats are checked there
+    multiagent = multiagent_setup(config)
+    if multiagent is None:  # a multi-agent env: its seats are checked there
         if not config.env.entry_point:
             check_env(config.env.id, config.env.kwargs)
-        run_data(config)  # data.train / data.val name sets that exist
+    # data.train / data.val name sets that exist; an agent program has rows to play
+    check_program_run(config, multiagent, run_data(config) if multiagent is None else None)
 
 
 # Where Ray's head listens when an address names no port: the GCS, or the Ray Client server.

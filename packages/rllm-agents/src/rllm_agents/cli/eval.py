@@ -4,10 +4,17 @@
     rllm-eval --env rllm/FrozenLake-v0 --base-url http://127.0.0.1:8000/v1 --model my-model
     rllm-eval --env rllm/Math-v0 --model smollm2 --llamacpp     # serve the GGUF with llama.cpp
 
+    rllm-eval --env rllm/Math-v0 --model smollm2 --agent-program examples/gateway/math_agent.py:run
+    rllm-eval --env rllm/Math-v0 --model smollm2 --agent-cmd "python my_agent.py"
+
 Models: ``tiny`` / ``smollm2`` (embedded) or a local Hugging Face directory run in-process by
 the batched local engine (token-level); with ``--base-url`` any OpenAI-compatible server;
 with ``--llamacpp`` a llama.cpp server started and stopped for the run. Writes
 ``OUTPUT/episodes.jsonl`` (one episode a line) and ``OUTPUT/summary.json``.
+
+Agents: the env's registered agent, a ``BaseAgent`` class (``--agent``), or an agent program
+that talks to the model over the OpenAI API, served to it by a recording gateway
+(``--agent-program`` / ``--agent-cmd``, rllm_agents.programs; they need an env with task rows).
 
 An ``--output`` that holds a run is refused unless ``--resume`` (continue it: finished
 (task, sample) pairs are kept and skipped, the rest run) or ``--overwrite``; one run at a
@@ -79,10 +86,23 @@ def build_parser() -> CommandParser:
     )
     parser.add_argument("--split", help="task split, e.g. test or gsm8k_test (tasks=shipped:…)")
     parser.add_argument("--env-kwargs", default="{}", help="JSON kwargs for gym.make")
-    parser.add_argument(
+    agent = parser.add_mutually_exclusive_group()
+    agent.add_argument(
         "--agent",
         metavar="MODULE:CLASS",
         help="a BaseAgent class to play the env (default: the env's registered agent)",
+    )
+    agent.add_argument(
+        "--agent-program",
+        metavar="MODULE:FUNCTION",
+        help="an agent program, async def run(task, base_url, api_key) -> reward | dict, as "
+        "module:function or path/to/file.py:function (docs/agents/gateway.md)",
+    )
+    agent.add_argument(
+        "--agent-cmd",
+        metavar="COMMAND",
+        help="an agent program run as a command: the task as JSON on stdin, the endpoint in "
+        "OPENAI_BASE_URL / OPENAI_API_KEY, its result as the last line of stdout",
     )
     parser.add_argument("--agent-args", default="{}", help="JSON kwargs for the agent class")
     parser.add_argument("--parallel", type=positive_int, default=16, help="concurrent episodes")
@@ -93,7 +113,9 @@ def build_parser() -> CommandParser:
     parser.add_argument(
         "--max-response-tokens", type=positive_int, default=None, help="per episode"
     )
-    parser.add_argument("--timeout", type=positive_float, default=None, help="s per episode")
+    parser.add_argument(
+        "--timeout", type=positive_float, default=None, help="s per episode (per program run)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu", help="local engine device (cpu, cuda)")
     parser.add_argument("--output", type=Path, default=None, help="directory for the results")
@@ -297,14 +319,21 @@ async def evaluate(
         raise UsageError(str(error)) from None
     started = False
     try:
-        agent_class = load_agent(args.agent) if args.agent else agent_for_env(args.env)
-        agent_args = json_object(args.agent_args, "--agent-args")
+        program = load_program(args)
+        if program is None:
+            agent_class = load_agent(args.agent) if args.agent else agent_for_env(args.env)
+            agent_args = json_object(args.agent_args, "--agent-args")
         kwargs = env_kwargs_from(args)
         env = first_env(make_env_factory(args.env, kwargs), args.env, kwargs)
         try:
             rows = task_rows(env, args.num_tasks)
         finally:
             env.close()
+        if program is not None and rows is None:
+            raise UsageError(
+                f"{program_flag(args)}: {args.env} draws its tasks from seeds, and an agent "
+                "program is given a task row; choose an env with a task set (or a --split)"
+            )
         # That first env was made under Gymnasium's env checker, which looks at its spaces;
         # the hundreds of envs of the rollout, of the same class, skip it (and its checks of
         # every env's first reset and step): each costs about half as much to make and
@@ -331,24 +360,30 @@ async def evaluate(
             repeated = [row for row in rows for _ in range(args.n)]
             jobs = [(row, args.seed + i) for i, row in enumerate(repeated)]
         jobs = remaining_jobs(jobs, done)
+        sampling = SamplingParams(
+            temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens
+        )
         try:
-            runner = AgentExecutionEngine(
-                lambda: agent_class(**agent_args),
-                rollout_envs,
-                engine,
-                tokenizer=tokenizer,
-                n_parallel=args.parallel,
-                max_turns=args.max_turns,
-                max_response_tokens=args.max_response_tokens,
-                trajectory_timeout=args.timeout,
-                sampling=SamplingParams(
-                    temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens
-                ),
-                seed=args.seed,
-                output_path=episodes_path,
-                output_append=args.resume,
-                progress=False if args.no_progress else None,
-            )
+            if program is not None:
+                runner = program_runner(
+                    args, program, rollout_envs, engine, tokenizer, sampling, episodes_path
+                )
+            else:
+                runner = AgentExecutionEngine(
+                    lambda: agent_class(**agent_args),
+                    rollout_envs,
+                    engine,
+                    tokenizer=tokenizer,
+                    n_parallel=args.parallel,
+                    max_turns=args.max_turns,
+                    max_response_tokens=args.max_response_tokens,
+                    trajectory_timeout=args.timeout,
+                    sampling=sampling,
+                    seed=args.seed,
+                    output_path=episodes_path,
+                    output_append=args.resume,
+                    progress=False if args.no_progress else None,
+                )
             if not jobs:
                 new = []
             elif rows is None:
@@ -364,6 +399,10 @@ async def evaluate(
         for key in ("wall_time", "episodes_per_s", "completion_tokens_per_s"):
             summary[key] = runner.last_metrics.get(key)
         summary["resumed_episodes"] = len(done)
+        if program is not None:
+            from rllm_agents.programs import failure_counts
+
+            summary["program_failures"] = failure_counts(episodes)
         summary["config"] = {  # the run's settings, never its secret
             key: str(value) if isinstance(value, Path) else value
             for key, value in vars(args).items()
@@ -378,6 +417,55 @@ async def evaluate(
         if claim is not None:
             claim.release(started)
     return episodes, summary
+
+
+def load_program(args: argparse.Namespace) -> Any:
+    """The agent program --agent-program / --agent-cmd names (None: a BaseAgent plays), checked
+    before anything slow; a UsageError says what is wrong with it."""
+    from rllm_agents.programs import ProgramSpecError, program_from_options
+
+    try:
+        program = program_from_options(args.agent_program or "", args.agent_cmd or "")
+    except ProgramSpecError as error:
+        raise UsageError(f"{program_flag(args)}: {error}") from error
+    if program is not None and args.max_response_tokens is not None:
+        raise UsageError(
+            f"--max-response-tokens: an agent program's calls are its own; bound each one "
+            f"with --max-tokens ({program_flag(args)})"
+        )
+    return program
+
+
+def program_flag(args: argparse.Namespace) -> str:
+    return "--agent-cmd" if args.agent_cmd else "--agent-program"
+
+
+def program_runner(
+    args: argparse.Namespace,
+    program: Any,
+    env_factory: Callable[[], Any],
+    engine: Any,
+    tokenizer: Any,
+    sampling: Any,
+    episodes_path: Path | None,
+) -> Any:
+    """The program's runs, with the settings an agent's episodes get: --parallel at once,
+    --timeout each, --temperature/--top-p/--max-tokens for what its calls leave unset, and
+    answers graded by the env."""
+    from rllm_agents.programs import ProgramExecutionEngine
+
+    return ProgramExecutionEngine(
+        program,
+        engine,
+        env_factory=env_factory,
+        tokenizer=tokenizer,
+        n_parallel=args.parallel,
+        timeout=args.timeout,
+        sampling=sampling,
+        output_path=episodes_path,
+        output_append=args.resume,
+        progress=False if args.no_progress else None,
+    )
 
 
 def failure_rate_exceeded(summary: dict[str, Any], max_rate: float) -> bool:

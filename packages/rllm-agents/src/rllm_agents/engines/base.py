@@ -19,6 +19,19 @@ class SamplingParams:
     seed: int | None = None
     logprobs: bool = True
 
+    def request_fields(self) -> dict[str, Any]:
+        """These settings under their OpenAI request names (stop and seed only when set)."""
+        fields: dict[str, Any] = {
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "max_tokens": self.max_tokens,
+        }
+        if self.stop:
+            fields["stop"] = list(self.stop)
+        if self.seed is not None:
+            fields["seed"] = self.seed
+        return fields
+
 
 @dataclass
 class ModelOutput:

@@ -181,7 +181,7 @@ class OpenAIEngine:
     # ---- endpoints --------------------------------------------------------------------------
 
     async def _chat(self, messages: list[dict[str, Any]], sampling: SamplingParams, tools: Any):
-        body = {**_sampling_body(sampling), "model": self.model, "messages": messages}
+        body = {**sampling.request_fields(), "model": self.model, "messages": messages}
         if sampling.logprobs:
             body["logprobs"] = True
         if tools:
@@ -225,7 +225,7 @@ class OpenAIEngine:
     async def _completions(
         self, prompt: str | list[int], prompt_ids: list[int], sampling: SamplingParams
     ) -> ModelOutput:
-        body = {**_sampling_body(sampling), "model": self.model, "prompt": prompt}
+        body = {**sampling.request_fields(), "model": self.model, "prompt": prompt}
         if sampling.logprobs:
             body["logprobs"] = 1
         data = await self._post(
@@ -315,19 +315,6 @@ class OpenAIEngine:
         if retry_after is not None:
             delay = max(delay, min(retry_after, self.backoff_max_s))
         return delay
-
-
-def _sampling_body(sampling: SamplingParams) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "temperature": sampling.temperature,
-        "top_p": sampling.top_p,
-        "max_tokens": sampling.max_tokens,
-    }
-    if sampling.stop:
-        body["stop"] = list(sampling.stop)
-    if sampling.seed is not None:
-        body["seed"] = sampling.seed
-    return body
 
 
 def _json_body(text: str) -> dict[str, Any]:

@@ -106,6 +106,7 @@ class AgentWorkflowEngine:
         retry_limit: int = 3,
         timeout: float | None = None,
         output_path: str | Path | None = None,
+        output_append: bool = False,
         progress: bool | None = None,
         executor: str | Any = "inline",
     ) -> None:
@@ -116,6 +117,7 @@ class AgentWorkflowEngine:
         self.retry_limit = retry_limit
         self.timeout = timeout
         self.output_path = Path(output_path) if output_path else None
+        self.output_append = output_append  # add to output_path (a resumed evaluation)
         self.progress = progress
         self.executor = resolve_executor(executor)
         self.last_metrics: dict[str, Any] = {}
@@ -128,7 +130,11 @@ class AgentWorkflowEngine:
             str(task.get("task_id", task.get("id", i))) for i, task in enumerate(tasks)
         ]
         source = await self.executor.open(self, min(self.n_parallel, len(tasks)))
-        sink = self.output_path.open("w", encoding="utf-8") if self.output_path else None
+        sink = (
+            self.output_path.open("a" if self.output_append else "w", encoding="utf-8")
+            if self.output_path
+            else None
+        )
         started = time.perf_counter()
         try:
             with RewardProgress(len(tasks), "workflows", self.progress) as progress:

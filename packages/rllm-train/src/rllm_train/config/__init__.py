@@ -77,6 +77,24 @@ class DataConfig:
 
 
 @dataclass
+class ProgramConfig:
+    # An agent program plays the env instead of a BaseAgent (docs/agents/gateway.md): code that
+    # talks to the model over the OpenAI API through a gateway recording every token. At most
+    # one of: function ("module:function" or "path/to/file.py:function", an async
+    # run(task, base_url, api_key) -> reward | dict) and command ("python my_agent.py": the task
+    # as JSON on stdin, its result as the last line of stdout). It plays task rows (data.train,
+    # or the env's shipped train split); an answer it returns is graded by the env.
+    function: str = ""
+    command: str = ""
+    timeout: float = 600.0  # seconds one run may take (killed after); 0 = no limit
+    retries: int = 1  # a run that crashed or timed out is tried again this many times
+
+    @property
+    def given(self) -> bool:
+        return bool(self.function or self.command)
+
+
+@dataclass
 class MultiAgentConfig:
     # Used when env.id names a multi-agent (PettingZoo) env, e.g. kuhn_poker_v0; see
     # docs/training/multiagent.md. Who plays each seat ("*": every seat not named):
@@ -166,6 +184,7 @@ class TrainConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     env: EnvConfig = field(default_factory=EnvConfig)
     data: DataConfig = field(default_factory=DataConfig)
+    program: ProgramConfig = field(default_factory=ProgramConfig)
     multiagent: MultiAgentConfig = field(default_factory=MultiAgentConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
@@ -205,6 +224,8 @@ NON_NEGATIVE = (
     "rollout.temperature",
     "rollout.val_temperature",
     "rollout.ray_workers",
+    "program.timeout",
+    "program.retries",
     "algorithm.kl_coef",
     "model.lora_rank",
     "trainer.save_every",
@@ -327,9 +348,11 @@ def config_file(name: str | Path) -> Path:
 
 
 def build_config(
-    yaml_path: str | Path | None = None, overrides: list[str] | dict[str, Any] | None = None
+    yaml_path: str | Path | None = None,
+    overrides: list[str | tuple[str, Any]] | dict[str, Any] | None = None,
 ) -> TrainConfig:
-    """Defaults, then the YAML file, then the overrides; validated."""
+    """Defaults, then the YAML file, then the overrides (``"key=value"`` texts, read as YAML,
+    or ``(key, value)`` pairs taken as they are), in order; validated."""
     config = TrainConfig()
     if yaml_path is not None:
         path = config_file(yaml_path)
@@ -341,7 +364,9 @@ def build_config(
     if isinstance(overrides, dict):
         pairs = list(overrides.items())
     else:
-        pairs = [parse_override(text) for text in overrides or []]
+        pairs = [
+            item if isinstance(item, tuple) else parse_override(item) for item in overrides or []
+        ]
     for key, value in pairs:
         _set(config, key, value)
     validate(config)
@@ -380,6 +405,8 @@ def validate(config: TrainConfig) -> None:
         raise ConfigError("env.id: must name a Gymnasium environment id")
     if config.rollout.executor == "ray":
         _check_ray_rollouts(config)
+    if config.program.given:
+        _check_program(config)
     if not 0.0 <= config.algorithm.rae_decay < 1.0:
         raise ConfigError(
             f"algorithm.rae_decay: must be at least 0 and below 1, got {config.algorithm.rae_decay}"
@@ -410,6 +437,28 @@ def _check_ray_rollouts(config: TrainConfig) -> None:
             "rollout.executor=ray runs each episode on a Ray worker, while lockstep dispatch "
             "plays every episode's turns in one process: set rollout.dispatch=async"
         )
+
+
+def _check_program(config: TrainConfig) -> None:
+    program = config.program
+    if program.function and program.command:
+        raise ConfigError(
+            "program: set program.function or program.command, not both (one agent program)"
+        )
+    if config.trainer.backend != "native":
+        raise ConfigError(
+            f"program.{'function' if program.function else 'command'}: agent programs train on "
+            "the native backend only (--backend native): verl's agent loop returns one token "
+            "sequence per sample, built turn by turn against verl's server manager, while a "
+            "program's calls arrive over HTTP and may split into several sequences"
+        )
+    if config.rollout.executor != "inline":
+        raise ConfigError(
+            "rollout.executor: agent programs run in the trainer's process, beside the gateway "
+            "that serves the trained model to them; use rollout.executor=inline"
+        )
+    if config.env.agent:
+        raise ConfigError("env.agent: an agent program plays the env; leave env.agent empty")
 
 
 def save_config(config: TrainConfig, path: Path) -> None:

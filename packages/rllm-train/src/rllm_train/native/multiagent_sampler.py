@@ -35,7 +35,7 @@ from rllm_agents.types import Episode
 from rllm_train.native.batch import trainable, usable
 from rllm_train.native.multiagent_setup import TRAINED, MultiAgentSetup
 from rllm_train.native.opponents import FrozenModel
-from rllm_train.native.sampler import Rollout, RolloutLimits
+from rllm_train.native.sampler import Rollout, RolloutLimits, timed_rollout
 
 RETRIES = 1  # a game that errors (a model or env exception) is played once more, then dropped
 
@@ -127,13 +127,7 @@ class MultiAgentSampler:
             progress=False,
         )
         engines = [self.engine, *(engine for engine, _ in self.frozen.values())]
-        busy_before = sum(engine.stats.busy_seconds for engine in engines)
-        episodes = runner.run(self.tasks(list(seeds)))
-        return Rollout(
-            episodes,
-            generate_seconds=sum(engine.stats.busy_seconds for engine in engines) - busy_before,
-            env_seconds=sum(episode.metrics.get("env_time", 0.0) for episode in episodes),
-        )
+        return timed_rollout(engines, lambda: runner.run(self.tasks(list(seeds))))
 
     def close(self) -> None:
         for engine in (self.engine, *(engine for engine, _ in self.frozen.values())):

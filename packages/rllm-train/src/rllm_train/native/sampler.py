@@ -66,6 +66,32 @@ class RolloutLimits:
     dispatch: str = "lockstep"  # or "async" (rllm_agents.execution.dispatch)
 
 
+def serving_engine(
+    model: Any, tokenizer: Any, *, max_batch_size: int, autocast_dtype: Any = None
+) -> LocalEngine:
+    """A LocalEngine on `model` itself, on its device: no copy, so every rollout samples from
+    the weights as the last update left them."""
+    return LocalEngine(
+        model,
+        tokenizer,
+        device=str(next(model.parameters()).device),
+        max_batch_size=max_batch_size,
+        autocast_dtype=autocast_dtype,
+    )
+
+
+def timed_rollout(engines: Sequence[LocalEngine], play: Callable[[], list[Episode]]) -> Rollout:
+    """The episodes `play` returns, with the time `engines` spent sampling them and the time
+    their envs took."""
+    busy_before = sum(engine.stats.busy_seconds for engine in engines)
+    episodes = play()
+    return Rollout(
+        episodes,
+        generate_seconds=sum(engine.stats.busy_seconds for engine in engines) - busy_before,
+        env_seconds=sum(episode.metrics.get("env_time", 0.0) for episode in episodes),
+    )
+
+
 class ExecutionSampler:
     """Episodes through ``AgentExecutionEngine`` over a ``LocalEngine`` on `model` (module doc)."""
 
@@ -87,12 +113,8 @@ class ExecutionSampler:
         self.agent_factory = agent_factory
         self.limits = limits
         self.executor = resolve_executor(executor)
-        self.engine = LocalEngine(
-            model,
-            tokenizer,
-            device=str(next(model.parameters()).device),
-            max_batch_size=max_batch_size,
-            autocast_dtype=autocast_dtype,
+        self.engine = serving_engine(
+            model, tokenizer, max_batch_size=max_batch_size, autocast_dtype=autocast_dtype
         )
 
     def sample(
@@ -122,12 +144,11 @@ class ExecutionSampler:
             sampling_seed=sampling_seed,
             executor=self.executor,
         )
-        busy_before = self.engine.stats.busy_seconds
-        episodes = executor.run(tasks=list(tasks) if tasks is not None else None, seeds=list(seeds))
-        return Rollout(
-            episodes,
-            generate_seconds=self.engine.stats.busy_seconds - busy_before,
-            env_seconds=sum(episode.metrics.get("env_time", 0.0) for episode in episodes),
+        return timed_rollout(
+            [self.engine],
+            lambda: executor.run(
+                tasks=list(tasks) if tasks is not None else None, seeds=list(seeds)
+            ),
         )
 
     def close(self) -> None:

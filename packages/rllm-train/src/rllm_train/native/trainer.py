@@ -57,6 +57,7 @@ from rllm_train.native.multiagent_sampler import (
 from rllm_train.native.multiagent_setup import multiagent_setup
 from rllm_train.native.opponents import load_frozen_models
 from rllm_train.native.optim import build_optimizer
+from rllm_train.native.program_sampler import ProgramSampler, check_program_run
 from rllm_train.native.role_advantages import RoleBaselines, role_key
 from rllm_train.native.sampler import (
     EpisodeSampler,
@@ -169,6 +170,7 @@ class NativeTrainer:
         # The rows trained and validated on (data.train / data.val, or the env's shipped
         # train/test pair); multi-agent games are drawn from seeds.
         self.data = run_data(config) if self.multiagent is None else RunData()
+        self.program = check_program_run(config, self.multiagent, self.data)
         self.agent_factory = self._agent_factory(agent_class, agent_args or {})
         latest = self.output / "checkpoints" / checkpoint.LATEST
         if latest.exists() and not config.trainer.resume:
@@ -243,6 +245,19 @@ class NativeTrainer:
             )
             # A step's (or validation's) episodes all fit in one batch.
             max_batch_size = max(rollout.tasks_per_step * rollout.n, self.config.trainer.val_tasks)
+            if self.program is not None:
+                self._sampler = ProgramSampler(
+                    self.model,
+                    self.tokenizer,
+                    self.program,
+                    self.env_factory,
+                    limits,
+                    max_batch_size=max_batch_size,
+                    timeout=self.config.program.timeout or None,
+                    retries=self.config.program.retries,
+                    autocast_dtype=self.autocast_dtype,
+                )
+                return self._sampler
             if self.multiagent is not None:
                 self._sampler = MultiAgentSampler(
                     self.model,
@@ -469,6 +484,8 @@ class NativeTrainer:
             "accuracy": float(np.mean(correct)) if correct else None,
             "episodes": len(episodes),
             "failures": sum(e.failure is not None for e in episodes),
+            # Ended in ERROR or TIMEOUT (a crashed program, the model server): not trained on.
+            "errors": sum(e.error is not None for e in episodes),
             "sequences": len(sequences),
             "response_tokens_mean": float(np.mean(generated)) if generated else 0.0,
             "prefix_breaks": len(split),  # trajectories trained turn by turn (batch.py)

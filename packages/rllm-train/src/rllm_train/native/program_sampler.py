@@ -1,0 +1,121 @@
+"""The native trainer's episodes from an agent program: the sampler seam, with a gateway.
+
+:class:`ProgramSampler` is an :class:`~rllm_train.native.sampler.EpisodeSampler` for runs with
+``program.function`` or ``program.command``: each call runs the program once per task row through
+:class:`~rllm_agents.programs.ProgramExecutionEngine`, whose gateway serves a ``LocalEngine`` on
+the very model being trained (no copy: every step samples from the latest weights) and records
+each call's prompt and completion token ids. The trainer gets ordinary Episodes back - one
+trajectory per token sequence the calls formed, with ``response_mask`` 1 on the tokens the model
+generated and the episode's reward - and trains them as it trains any agent's: the ``n`` samples
+of a task form its GRPO group, failed runs (crashed, timed out, bad output, no model call) are
+left out of the update.
+
+The step's temperature (and ``rollout.top_p``, ``rollout.max_response_tokens`` per call) are
+the session defaults: a program that sets its own values in its requests keeps them. Calls are
+not seeded, so a program run is not reproducible bit for bit (``rollout.dispatch`` does not
+apply: a program's calls reach the engine whenever the program makes them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from rllm_agents.engines.base import SamplingParams
+from rllm_agents.programs import AgentProgram, ProgramExecutionEngine, program_from_options
+
+from rllm_train.config import ConfigError, ProgramConfig, TrainConfig
+from rllm_train.datasets import RunData
+from rllm_train.native.sampler import Rollout, RolloutLimits, serving_engine, timed_rollout
+
+
+def load_program(program: ProgramConfig) -> AgentProgram:
+    """The program the config names, loaded and checked; a ConfigError naming the key if not."""
+    from rllm_agents.programs import ProgramSpecError
+
+    key = "program.function" if program.function else "program.command"
+    try:
+        loaded = program_from_options(program.function, program.command)
+    except ProgramSpecError as error:
+        raise ConfigError(f"{key}: {error}") from error
+    if loaded is None:
+        raise ConfigError("program: set program.function or program.command")
+    return loaded
+
+
+def check_program_run(
+    config: TrainConfig, multiagent: Any, data: RunData | None
+) -> AgentProgram | None:
+    """The run's agent program (None when a BaseAgent plays), once what it needs is checked:
+    a single-agent env and task rows to give it."""
+    if not config.program.given:
+        return None
+    if multiagent is not None:
+        raise ConfigError(
+            f"program: {config.env.id!r} is a multi-agent env, whose seats are played by "
+            "policies; an agent program plays a single-agent env"
+        )
+    if data is None or data.train is None:
+        raise ConfigError(
+            f"program: an agent program is given task rows, and {config.env.id!r} has no "
+            "shipped train split to draw them from (or env.kwargs chooses its tasks); name "
+            "them in data.train"
+        )
+    return load_program(config.program)
+
+
+class ProgramSampler:
+    """Episodes of an agent program on the trained model (see the module docstring)."""
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        program: AgentProgram,
+        env_factory: Callable[[], Any],
+        limits: RolloutLimits,
+        *,
+        max_batch_size: int,
+        timeout: float | None,
+        retries: int,
+        autocast_dtype: Any = None,
+    ) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.program = program
+        self.env_factory = env_factory
+        self.limits = limits
+        self.timeout = timeout
+        self.retries = retries
+        self.engine = serving_engine(
+            model, tokenizer, max_batch_size=max_batch_size, autocast_dtype=autocast_dtype
+        )
+
+    def sample(
+        self,
+        seeds: Sequence[int],
+        temperature: float,
+        sampling_seed: int | None,
+        tasks: Sequence[dict[str, Any]] | None = None,
+    ) -> Rollout:
+        if tasks is None:
+            raise ValueError("an agent program plays task rows, and this call has none")
+        self.model.eval()  # the trainer leaves it in train mode after an update
+        limits = self.limits
+        runner = ProgramExecutionEngine(
+            self.program,
+            self.engine,
+            env_factory=self.env_factory,
+            tokenizer=self.tokenizer,
+            n_parallel=len(seeds),
+            retry_limit=self.retries,
+            timeout=self.timeout,
+            sampling=SamplingParams(
+                temperature=temperature, top_p=limits.top_p, max_tokens=limits.max_response_tokens
+            ),
+            progress=False,
+        )
+        return timed_rollout([self.engine], lambda: runner.run(list(tasks), list(seeds)))
+
+    def close(self) -> None:
+        self.engine.close()
