@@ -46,6 +46,8 @@ def test_a_merged_session_is_trained_as_it_is():
     assert sample.response_mask == [1, 0, 0, 1] and sample.reward == 0.75
     assert sample.response_logprobs == [-0.5, 0.0, 0.0, -0.5]
     assert sample.extra["rllm_failure"] is None and sample.extra["rllm_dropped_sequences"] == 0
+    # The counts verl hands on to validation metrics and rollout dumps.
+    assert sample.extra["reward_extra_info"]["rllm_sequences"] == 1
 
 
 def test_a_split_session_trains_the_sequence_of_the_last_call_and_counts_the_rest():

@@ -89,19 +89,26 @@ def sample_extra(
 ) -> dict[str, Any]:
     """What verl keeps of the sample beside its tokens (its extra fields)."""
     report = report or {}
+    counts = {
+        "rllm_program_calls": int(report.get("calls", 0)),
+        "rllm_sequences": int(report.get("sequences", 0)),
+        "rllm_dropped_sequences": len(dropped),
+        "rllm_dropped_tokens": sum(sum(t.response_mask) for t in dropped),
+        "rllm_truncated_tokens": truncated_tokens,
+        "rllm_failed": int(failure is not None),
+    }
     return {
+        # verl hands these numbers on per sample (rollout dumps, validation's val-aux metrics):
+        # the one path from an agent loop to what the trainer reports.
+        "reward_extra_info": dict(counts),
+        **counts,
         "turn_scores": [],
         "tool_rewards": [],
         "rllm_termination": termination,
         "rllm_failure": failure,
         "rllm_error": error,
         "rllm_is_correct": is_correct,
-        "rllm_program_calls": int(report.get("calls", 0)),
-        "rllm_sequences": int(report.get("sequences", 0)),
         "rllm_split_reasons": dict(report.get("split_reasons", {})),
-        "rllm_dropped_sequences": len(dropped),
-        "rllm_dropped_tokens": sum(sum(t.response_mask) for t in dropped),
-        "rllm_truncated_tokens": truncated_tokens,
     }
 
 
