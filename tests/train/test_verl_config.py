@@ -175,11 +175,12 @@ def test_rows_of_an_env_without_a_task_set_are_seeds(tmp_path):
                     "rllm_max_turns": 3,
                     "rllm_max_tokens_per_turn": 0,
                     "rllm_timeout_s": 0.0,
+                    "rllm_program": "",
                 }
             )
         )
     )
-    assert row.task is None and row.seed == 7 and row.agent is None
+    assert row.task is None and row.seed == 7 and row.agent is None and row.program is None
 
 
 def test_rows_not_written_by_us_are_refused():
@@ -192,7 +193,8 @@ def test_run_files_register_the_agent_loop_for_verls_workers(prepared):
     assert files.train_file.exists() and files.val_file.exists()
     registrations = OmegaConf.load(files.agent_loop_file)
     assert [(entry.name, entry._target_) for entry in registrations] == [
-        (AGENT_LOOP_NAME, "rllm_train.verl.agent_loop.RllmAgentLoop")
+        (AGENT_LOOP_NAME, "rllm_train.verl.agent_loop.RllmAgentLoop"),
+        ("rllm_program", "rllm_train.verl.program_loop.RllmProgramLoop"),
     ]
     assert prepared.config.actor_rollout_ref.rollout.agent.agent_loop_config_path == str(
         files.agent_loop_file

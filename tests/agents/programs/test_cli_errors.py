@@ -60,8 +60,11 @@ def test_rllm_eval_needs_task_rows_for_a_program(capsys):
     "argv, expected",
     [
         (["--agent-program", "json:no_such"], ("program.function", "has no 'no_such'")),
+        (
+            ["--agent-program", "json:no_such", "--backend", "verl"],
+            ("program.function", "has no 'no_such'"),
+        ),  # fmt: skip
         (["--agent-cmd", "no-such-program-xyz --x: y"], ("program.command", "not on PATH")),
-        (["--agent-program", AGENT, "--backend", "verl"], ("native backend only", "verl")),
         (
             ["--agent-program", AGENT, "--executor", "ray", "rollout.dispatch=async"],
             ("rollout.executor", "inline"),

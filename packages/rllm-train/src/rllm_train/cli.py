@@ -267,6 +267,15 @@ def check_native(config: TrainConfig) -> None:
     check_program_run(config, multiagent, run_data(config) if multiagent is None else None)
 
 
+def check_program(config: TrainConfig) -> None:
+    """An agent program loads and has task rows to play (a ConfigError naming the key if not);
+    quick, and done before the run folder is claimed."""
+    from rllm_train.datasets import run_data
+    from rllm_train.native.program_sampler import check_program_run
+
+    check_program_run(config, None, run_data(config))
+
+
 # Where Ray's head listens when an address names no port: the GCS, or the Ray Client server.
 RAY_DEFAULT_PORTS = {"": 6379, "ray": 10001}
 
@@ -316,6 +325,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if config.trainer.backend == "native":
             check_native(config)
             check_ray_cluster(config)
+        elif config.program.given:
+            check_program(config)
         if args.dry_run:
             DRY_RUNS[config.trainer.backend](config)
             return 0

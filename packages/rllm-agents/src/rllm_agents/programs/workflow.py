@@ -122,16 +122,20 @@ class ProgramWorkflows:
 class ProgramWorkflow(Workflow):
     """One episode of an agent program (see the module docstring)."""
 
-    def __init__(self, workflows: ProgramWorkflows) -> None:
-        super().__init__(workflows.engine)
+    def __init__(self, workflows: ProgramWorkflows, sampling: SamplingParams | None = None) -> None:
+        super().__init__(workflows.engine, sampling)
         self.workflows = workflows
+        # This episode's own defaults (e.g. a validation pass's temperature), else the run's.
+        self.sampling_defaults = (
+            sampling.request_fields() if sampling is not None else workflows.sampling_defaults
+        )
 
     async def run(self, task: dict[str, Any], uid: str) -> Episode:
         workflows = self.workflows
         row, seed = task["task"], task.get("seed")
         gateway = await workflows.gateway()
         session = gateway.open_session(
-            session_id=uuid.uuid4().hex, sampling_defaults=workflows.sampling_defaults
+            session_id=uuid.uuid4().hex, sampling_defaults=self.sampling_defaults
         )
         endpoint = Endpoint(session.base_url, session.api_key, gateway.model_name, session.id)
         output: ProgramOutput | None = None

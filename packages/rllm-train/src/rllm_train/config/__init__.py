@@ -445,17 +445,11 @@ def _check_program(config: TrainConfig) -> None:
         raise ConfigError(
             "program: set program.function or program.command, not both (one agent program)"
         )
-    if config.trainer.backend != "native":
-        raise ConfigError(
-            f"program.{'function' if program.function else 'command'}: agent programs train on "
-            "the native backend only (--backend native): verl's agent loop returns one token "
-            "sequence per sample, built turn by turn against verl's server manager, while a "
-            "program's calls arrive over HTTP and may split into several sequences"
-        )
     if config.rollout.executor != "inline":
         raise ConfigError(
-            "rollout.executor: agent programs run in the trainer's process, beside the gateway "
-            "that serves the trained model to them; use rollout.executor=inline"
+            "rollout.executor: agent programs run beside the gateway that serves the trained "
+            "model to them (in the trainer's process, or in verl's agent-loop workers); use "
+            "rollout.executor=inline"
         )
     if config.env.agent:
         raise ConfigError("env.agent: an agent program plays the env; leave env.agent empty")

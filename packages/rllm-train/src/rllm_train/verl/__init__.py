@@ -44,11 +44,12 @@ def run(config: Any) -> None:
     from rllm_train.config import TrainConfig, save_config
     from rllm_train.verl.launch import run as _run
 
+    spec = as_spec(config)  # a config error leaves no run folder behind
     if isinstance(config, TrainConfig):  # the same config.yaml as the native backend writes
         output = Path(config.trainer.output)
         output.mkdir(parents=True, exist_ok=True)
         save_config(config, output / "config.yaml")
-    _run(as_spec(config))
+    _run(spec)
 
 
 __all__ = ["VerlOptions", "as_spec", "dry_run", "run"]

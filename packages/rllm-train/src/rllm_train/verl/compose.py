@@ -18,6 +18,14 @@ from rllm_train.verl.spec import VerlConfigError, VerlRunSpec
 
 AGENT_LOOP_NAME = "rllm_agent"
 AGENT_LOOP_TARGET = "rllm_train.verl.agent_loop.RllmAgentLoop"
+# Agent programs (docs/agents/gateway.md) run through a gateway in each agent-loop worker.
+PROGRAM_LOOP_NAME = "rllm_program"
+PROGRAM_LOOP_TARGET = "rllm_train.verl.program_loop.RllmProgramLoop"
+# Every loop a run's workers may be asked for, registered with them by import path.
+AGENT_LOOPS: dict[str, str] = {
+    AGENT_LOOP_NAME: AGENT_LOOP_TARGET,
+    PROGRAM_LOOP_NAME: PROGRAM_LOOP_TARGET,
+}
 TRAINER_CONFIG_NAMES: dict[str, str] = {
     "fsdp": "ppo_trainer",
     "fsdp2": "ppo_trainer",
@@ -110,7 +118,9 @@ SETTINGS: dict[str, Callable[[VerlRunSpec, RunFiles], Any]] = {
     "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": lambda s, f: (
         s.micro_batch_size_per_gpu
     ),
-    "actor_rollout_ref.rollout.agent.default_agent_loop": lambda s, f: AGENT_LOOP_NAME,
+    "actor_rollout_ref.rollout.agent.default_agent_loop": lambda s, f: (
+        PROGRAM_LOOP_NAME if s.program is not None else AGENT_LOOP_NAME
+    ),
     "actor_rollout_ref.rollout.agent.agent_loop_config_path": lambda s, f: str(f.agent_loop_file),
     "actor_rollout_ref.rollout.agent.num_workers": lambda s, f: s.agent_workers,
     # RllmAgentLoop scores every episode itself (the env's reward), so verl's reward-loop

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rllm_train.verl.compose import AGENT_LOOP_NAME
+from rllm_train.verl.compose import AGENT_LOOP_NAME, PROGRAM_LOOP_NAME
+from rllm_train.verl.program_ref import ProgramRef
 
 # The columns our agent loop reads (verl passes them through untouched).
 ROW_COLUMNS: tuple[str, ...] = (
@@ -29,6 +30,7 @@ ROW_COLUMNS: tuple[str, ...] = (
     "rllm_max_turns",
     "rllm_max_tokens_per_turn",
     "rllm_timeout_s",
+    "rllm_program",
 )
 
 
@@ -44,6 +46,12 @@ class EpisodeSource:
     max_turns: int
     max_tokens_per_turn: int | None = None
     timeout_s: float | None = None  # wall-clock limit of the whole episode
+    program: ProgramRef | None = None  # an agent program plays instead of the agent
+
+    @property
+    def loop_name(self) -> str:
+        """The verl agent loop that runs this row."""
+        return PROGRAM_LOOP_NAME if self.program is not None else AGENT_LOOP_NAME
 
 
 def env_task_rows(env_id: str, env_kwargs: Mapping[str, Any]) -> list[dict[str, Any]] | None:
@@ -68,6 +76,7 @@ def episode_sources(
     max_turns: int,
     max_tokens_per_turn: int | None = None,
     timeout_s: float | None = None,
+    program: ProgramRef | None = None,
     max_tasks: int | None,
     seed_tasks: int,
     seed: int = 0,
@@ -86,6 +95,7 @@ def episode_sources(
             max_turns=max_turns,
             max_tokens_per_turn=max_tokens_per_turn,
             timeout_s=timeout_s,
+            program=program,
         )
         for index in range(count)
     ]
@@ -98,7 +108,7 @@ def to_verl_row(source: EpisodeSource, index: int) -> dict[str, Any]:
     return {
         "data_source": source.env_id,
         "prompt": [{"role": "user", "content": f"{source.env_id} task {name}"}],
-        "agent_name": AGENT_LOOP_NAME,
+        "agent_name": source.loop_name,
         "rllm_env_id": source.env_id,
         "rllm_env_kwargs": json.dumps(dict(source.env_kwargs), sort_keys=True),
         "rllm_task": json.dumps(source.task, ensure_ascii=False) if source.task is not None else "",
@@ -108,6 +118,7 @@ def to_verl_row(source: EpisodeSource, index: int) -> dict[str, Any]:
         # 0 stands for "no limit" below: a Parquet column cannot mix numbers and None.
         "rllm_max_tokens_per_turn": source.max_tokens_per_turn or 0,
         "rllm_timeout_s": float(source.timeout_s or 0.0),
+        "rllm_program": source.program.to_json() if source.program is not None else "",
         "extra_info": {"index": index, "task_id": name},
     }
 
@@ -118,7 +129,8 @@ def from_verl_row(columns: Mapping[str, Any]) -> EpisodeSource:
     if missing:
         raise ValueError(
             f"verl row lacks {missing}: the data was not written by rllm_train.verl.data "
-            f"(agent loop {AGENT_LOOP_NAME!r} needs rows made by write_verl_data)"
+            f"(agent loops {AGENT_LOOP_NAME!r} and {PROGRAM_LOOP_NAME!r} need rows made by "
+            "write_verl_data)"
         )
     task_text = str(columns["rllm_task"])
     return EpisodeSource(
@@ -130,6 +142,7 @@ def from_verl_row(columns: Mapping[str, Any]) -> EpisodeSource:
         max_turns=int(columns["rllm_max_turns"]),
         max_tokens_per_turn=int(columns["rllm_max_tokens_per_turn"]) or None,
         timeout_s=float(columns["rllm_timeout_s"]) or None,
+        program=ProgramRef.from_json(str(columns["rllm_program"])),
     )
 
 

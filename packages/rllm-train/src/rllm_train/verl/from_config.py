@@ -8,11 +8,13 @@ cannot honour are refused here with the key to change.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from rllm_train.datasets import run_data
 from rllm_train.verl.options import VerlOptions
 from rllm_train.verl.placement import placement
+from rllm_train.verl.program_ref import ProgramRef
 from rllm_train.verl.spec import VerlConfigError, VerlRunSpec
 
 __all__ = ["VerlOptions", "model_path", "response_budget", "spec_from_config"]
@@ -29,16 +31,17 @@ def model_path(name: str) -> str:
     return name
 
 
-def response_budget(rollout: Any, options: VerlOptions) -> int:
+def response_budget(rollout: Any, options: VerlOptions, *, program: bool = False) -> int:
     """verl's ``response_length``: every token after the first prompt, all turns together.
 
     Single-turn: one reply of ``rollout.max_response_tokens``. Multi-turn: the native backend
     caps the whole conversation at ``rollout.max_prompt_tokens``, so later turns and the env's
-    replies share that budget.
+    replies share that budget. An agent program makes as many calls as it likes (``max_turns``
+    does not bound it), so it gets the multi-turn budget.
     """
     if options.response_tokens:
         return options.response_tokens
-    if rollout.max_turns == 1:
+    if rollout.max_turns == 1 and not program:
         return rollout.max_response_tokens
     return max(rollout.max_prompt_tokens, rollout.max_response_tokens)
 
@@ -76,6 +79,22 @@ def _refuse_native_only(config: Any) -> None:
         )
 
 
+def program_ref(config: Any, data: Any) -> ProgramRef | None:
+    """The run's agent program, checked (it loads, and there are task rows to give it)."""
+    from rllm_train.native.program_sampler import check_program_run
+
+    if check_program_run(config, None, data) is None:
+        return None
+    program = config.program
+    return ProgramRef(
+        function=program.function,
+        command=program.command,
+        cwd=os.getcwd(),
+        timeout_s=program.timeout or None,
+        retries=program.retries,
+    )
+
+
 def spec_from_config(config: Any) -> VerlRunSpec:
     """The :class:`~rllm_train.verl.spec.VerlRunSpec` a ``TrainConfig`` describes."""
     _refuse_native_only(config)
@@ -92,6 +111,7 @@ def spec_from_config(config: Any) -> VerlRunSpec:
         overrides.append(f"critic.cliprange_value={algorithm.cliprange_value}")
     loggers = ("console", "tensorboard") if trainer.tensorboard else ("console",)
     data = run_data(config)
+    program = program_ref(config, data)
     # Validation: every val_every steps, or (held-out rows at hand) before and after training.
     validates = bool(trainer.val_every) or (
         data.val is not None and getattr(trainer, "validate_held_out", False)
@@ -107,6 +127,7 @@ def spec_from_config(config: Any) -> VerlRunSpec:
         env_id=config.env.id,
         env_kwargs=dict(config.env.kwargs),
         agent=config.env.agent or None,
+        program=program,
         model_path=model_path(config.model.name),
         algorithm=algorithm.name,
         train_batch_size=rollout.tasks_per_step,
@@ -117,7 +138,7 @@ def spec_from_config(config: Any) -> VerlRunSpec:
         kl_coef=algorithm.kl_coef,
         clip_ratio=algorithm.clip_ratio,
         max_prompt_tokens=rollout.max_prompt_tokens,
-        max_response_tokens=response_budget(rollout, options),
+        max_response_tokens=response_budget(rollout, options, program=program is not None),
         max_turns=rollout.max_turns,
         max_tokens_per_turn=rollout.max_response_tokens,
         episode_timeout_s=options.episode_timeout_s or None,

@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rllm_train.verl.compose import (
-    AGENT_LOOP_NAME,
-    AGENT_LOOP_TARGET,
+    AGENT_LOOPS,
     RunFiles,
     compose_verl_config,
     validate_verl_config,
@@ -50,6 +49,7 @@ def _given_sources(
             max_turns=spec.max_turns,
             max_tokens_per_turn=spec.max_tokens_per_turn,
             timeout_s=spec.episode_timeout_s,
+            program=spec.program,
         )
         for index, row in enumerate(rows[:count])
     )
@@ -73,6 +73,7 @@ def _sources(
             max_turns=spec.max_turns,
             max_tokens_per_turn=spec.max_tokens_per_turn,
             timeout_s=spec.episode_timeout_s,
+            program=spec.program,
             max_tasks=max_tasks,
             seed_tasks=spec.seed_tasks,
             seed=spec.seed,
@@ -96,18 +97,35 @@ def prepare_run(spec: VerlRunSpec) -> PreparedRun:
             load_agent_class(spec.agent)
         except ValueError as error:
             raise VerlConfigError(f"env.agent: {error}") from error
+    if spec.program is not None:  # likewise for a program's module, file or executable
+        _check_program(spec.program)
     train = _sources(spec, spec.env_kwargs, spec.max_tasks, spec.train_rows)
     val = (
         _sources(spec, spec.val_env_kwargs, spec.max_val_tasks, spec.val_rows)
         if spec.val_env_kwargs is not None
         else ()
     )
+    if spec.program is not None and any(source.task is None for source in (*train, *val)):
+        raise VerlConfigError(
+            f"program: an agent program is given task rows, and {spec.env_id!r} draws its "
+            "episodes from seeds; name task rows in data.train"
+        )
     if len(train) < spec.train_batch_size:
         raise VerlConfigError(
             f"{spec.env_id!r} yields {len(train)} tasks, fewer than train_batch_size "
             f"{spec.train_batch_size}: lower train_batch_size or add tasks"
         )
     return PreparedRun(spec, files, config, train, val)
+
+
+def _check_program(program) -> None:
+    from rllm_agents.programs import ProgramSpecError
+
+    key = "program.function" if program.function else "program.command"
+    try:
+        program.load()
+    except ProgramSpecError as error:
+        raise VerlConfigError(f"{key}: {error}") from error
 
 
 def write_run_files(prepared: PreparedRun) -> RunFiles:
@@ -120,7 +138,8 @@ def write_run_files(prepared: PreparedRun) -> RunFiles:
     # verl's workers are separate Ray processes: they learn our loop from this file (by import
     # path), not from the in-process `register` call.
     files.agent_loop_file.write_text(
-        f"- name: {AGENT_LOOP_NAME}\n  _target_: {AGENT_LOOP_TARGET}\n", encoding="utf-8"
+        "".join(f"- name: {name}\n  _target_: {target}\n" for name, target in AGENT_LOOPS.items()),
+        encoding="utf-8",
     )
     return files
 
@@ -143,7 +162,8 @@ def describe(prepared: PreparedRun) -> str:
         f"# columns: {sorted(sample)}",
         "# first row:",
         "# " + json.dumps(sample, ensure_ascii=False, sort_keys=True),
-        f"# agent loop: {AGENT_LOOP_NAME} -> {AGENT_LOOP_TARGET} (via {prepared.files.agent_loop_file})",
+        f"# agent loop: {sample['agent_name']} -> {AGENT_LOOPS[sample['agent_name']]} "
+        f"(via {prepared.files.agent_loop_file})",
     ]
     return "\n".join(lines) + "\n"
 

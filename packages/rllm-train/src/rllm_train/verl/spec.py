@@ -11,6 +11,7 @@ from typing import Any
 
 from rllm_train.algorithms import ADVANTAGE_ESTIMATORS as SHARED_ESTIMATORS
 from rllm_train.config import ConfigError
+from rllm_train.verl.program_ref import ProgramRef
 
 # The algorithms both backends share (same names, same verl estimators), plus estimators only
 # verl's trainer runs (it supplies their extra inputs, e.g. ReMax's greedy baseline).
@@ -52,6 +53,7 @@ class VerlRunSpec:
     env_id: str
     model_path: str
     agent: str | None = None  # agent class ("module:Class") or None for the env's registered agent
+    program: ProgramRef | None = None  # an agent program plays the env instead of an agent
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     val_env_kwargs: dict[str, Any] | None = (
         None  # env kwargs selecting validation tasks (None: no validation)
