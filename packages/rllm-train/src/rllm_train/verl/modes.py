@@ -184,7 +184,6 @@ def as_validated_by_verl(config):
         return config
     checked = OmegaConf.create(OmegaConf.to_container(config))
     checked.data.train_batch_size = (
-        checked.actor_rollout_ref.actor.ppo_mini_batch_size
-        * checked.async_training.require_batches
+        checked.actor_rollout_ref.actor.ppo_mini_batch_size * checked.async_training.require_batches
     )
     return checked
