@@ -184,7 +184,9 @@ def test_object_store_engine_carries_every_tensor_to_every_reader(ray_cluster):
         sender_kwargs, reader_kwargs = Engine.build_topology(1, len(readers), metadata)
         sender.init_process_group(**{key: values[0] for key, values in sender_kwargs.items()})
         for index, reader in enumerate(readers):
-            reader.init_process_group(**{key: values[index] for key, values in reader_kwargs.items()})
+            reader.init_process_group(
+                **{key: values[index] for key, values in reader_kwargs.items()}
+            )
 
         async def receive(reader):
             return [item async for item in reader.receive_weights(global_steps=5)]

@@ -96,7 +96,7 @@ def mode_problems(spec: Any, estimator: str | None) -> list[str]:
             problems.append(
                 "validation with verl.mode fully_async: verl's fully-async trainer logs each "
                 "step's training metrics one step late and drops the last step's when it ends "
-                "on a validation step (fully_async_trainer.py:528-533, 600-601, 910-912); "
+                "on a validation step (fully_async_trainer.py:528-533, 602-603, 910-912); "
                 "set trainer.val_every=0 and trainer.validate_held_out=false"
             )
         if spec.staleness < 0:
