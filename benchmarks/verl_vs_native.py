@@ -1,16 +1,21 @@
 """The native backend and verl's own trainer, side by side: same env, model, seed and algorithm.
 
-Both sides run ``rllm-train`` as a user does, one after the other on the same machine, with the
-same config and overrides; only ``--backend`` differs. Printed per step for each side: mean
-reward, step time, its rollout / update split, and (verl) the gap between the rollout engine's
-log-probs and the trainer's after weight sync; then medians over the steps after the first (the
-first pays for warm-up) and the ratio verl / native. The reward curves of both go into one PNG.
+Every side runs ``rllm-train`` as a user does, one after the other on the same machine, with the
+same config and overrides; only ``--backend`` (and, for verl, ``verl.mode``) differs. Printed per
+step for each side: mean reward, step time, its rollout / update split, and (verl) the gap between
+the rollout engine's log-probs and the trainer's after weight sync; then medians over the steps
+after the first (the first pays for warm-up) and the ratio of each side to the first. The reward
+curves of all sides go into one PNG.
 
     python benchmarks/verl_vs_native.py                      # the embedded default (SmolLM2)
     python benchmarks/verl_vs_native.py --steps 4 --model tiny rollout.tasks_per_step=2
+    python benchmarks/verl_vs_native.py --sides verl,verl:one_step_off,verl:fully_async
 
-On a machine without a GPU the verl side runs in rllm's CPU mode (FSDP2 on gloo, rllm's
-LocalEngine as the rollout): the same sampler as the native side.
+A side is a backend, or ``verl:<mode>`` for one of verl's schedules (sync, one_step_off,
+fully_async). In the asynchronous modes rollout overlaps training, so "step s" is the wall time
+from one batch to the next and "rollout s" only the part of it spent waiting for a batch. On a
+machine without a GPU verl runs in rllm's CPU mode (FSDP2 on gloo, rllm's LocalEngine as the
+rollout): the same sampler as the native side.
 """
 
 from __future__ import annotations
@@ -24,23 +29,33 @@ import tempfile
 import time
 from pathlib import Path
 
-BACKENDS = ("native", "verl")
+DEFAULT_SIDES = ("native", "verl")
 COLUMNS = (("reward_mean", "reward"), ("time/step_s", "step s"), ("time/rollout_s", "rollout s"),
            ("time/update_s", "update s"), ("logprob_gap_max", "logprob gap"))  # fmt: skip
 
 
-def run_backend(backend: str, output: Path, args: argparse.Namespace) -> tuple[list[dict], float]:
+def side_arguments(side: str) -> tuple[str, list[str]]:
+    """(backend, its extra overrides) for a side named ``native``, ``verl`` or ``verl:<mode>``."""
+    backend, _, mode = side.partition(":")
+    if backend not in ("native", "verl") or (mode and backend != "verl"):
+        sys.exit(f"side {side!r}: expected native, verl or verl:<mode>")
+    return backend, [f"verl.mode={mode}"] if mode else []
+
+
+def run_side(side: str, output: Path, args: argparse.Namespace) -> tuple[list[dict], float]:
+    backend, side_overrides = side_arguments(side)
     command = [
         sys.executable, "-m", "rllm_train.cli", "--backend", backend, "--model", args.model,
         "--steps", str(args.steps), "--seed", str(args.seed), "--output", str(output),
         "--no-progress", *(["--env", args.env] if args.env else []),
         "trainer.validate_held_out=false", "trainer.save_every=0", *args.overrides,
+        *side_overrides,
     ]  # fmt: skip
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True)
     seconds = time.perf_counter() - started
     if done.returncode != 0:
-        sys.exit(f"{backend} failed ({done.returncode}):\n{done.stderr[-4000:]}")
+        sys.exit(f"{side} failed ({done.returncode}):\n{done.stderr[-4000:]}")
     rows = [json.loads(line) for line in (output / "metrics.jsonl").read_text().splitlines()]
     return [row for row in rows if "reward_mean" in row], seconds
 
@@ -63,9 +78,9 @@ def plot(results: dict[str, list[dict]], title: str, png: Path) -> None:
     from matplotlib import pyplot
 
     figure, axes = pyplot.subplots(figsize=(6, 3.5), dpi=110)
-    for backend, rows in results.items():
+    for side, rows in results.items():
         steps = [row["step"] for row in rows]
-        axes.plot(steps, [row["reward_mean"] for row in rows], marker="o", ms=3, label=backend)
+        axes.plot(steps, [row["reward_mean"] for row in rows], marker="o", ms=3, label=side)
     axes.set_xlabel("step")
     axes.set_ylabel("mean train reward")
     axes.set_title(title, fontsize=9)
@@ -76,44 +91,65 @@ def plot(results: dict[str, list[dict]], title: str, png: Path) -> None:
     pyplot.close(figure)
 
 
+def print_table(results: dict[str, list[dict]], sides: list[str], steps: int) -> None:
+    print("step | " + " | ".join(f"{side} {label}" for _, label in COLUMNS for side in sides))
+    for index in range(steps):
+        cells = []
+        for key, _ in COLUMNS:
+            for side in sides:
+                rows = results[side]
+                cells.append(show(rows[index].get(key)) if index < len(rows) else "-")
+        print(f"{index + 1} | " + " | ".join(cells))
+
+
+def print_medians(results: dict[str, list[dict]], sides: list[str]) -> None:
+    base = sides[0]
+    print(f"medians over steps 2.. (ratio to {base}):")
+    for key, label in COLUMNS:
+        medians = {side: median_after_first(results[side], key) for side in sides}
+        cells = []
+        for side in sides:
+            value, reference = medians[side], medians[base]
+            ratio = f" ({value / reference:.2f}x)" if side != base and reference and value else ""
+            cells.append(f"{side} {show(value)}{ratio}")
+        print(f"  {label:12s} " + "  ".join(cells))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="smollm2")
     parser.add_argument("--env", default=None, help="default: rllm-train's default task")
     parser.add_argument("--steps", type=int, default=16)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--plot", type=Path, default=None, help="PNG of both reward curves")
-    parser.add_argument("overrides", nargs="*", help="rllm-train section.key=value, both sides")
+    parser.add_argument(
+        "--sides",
+        default=",".join(DEFAULT_SIDES),
+        help="comma-separated: native, verl, verl:<mode>",
+    )
+    parser.add_argument("--plot", type=Path, default=None, help="PNG of the reward curves")
+    parser.add_argument("overrides", nargs="*", help="rllm-train section.key=value, every side")
     args = parser.parse_args()
+    sides = [side.strip() for side in args.sides.split(",") if side.strip()]
+    for side in sides:
+        side_arguments(side)  # a misspelt side fails before the first run, not after it
 
     root = Path(tempfile.mkdtemp(prefix="verl-vs-native-"))
     results, totals = {}, {}
-    for backend in BACKENDS:
-        results[backend], totals[backend] = run_backend(backend, root / backend, args)
+    for side in sides:
+        results[side], totals[side] = run_side(side, root / side.replace(":", "-"), args)
 
     print(f"model {args.model}, env {args.env or 'default'}, {args.steps} steps, seed {args.seed},"
           f" overrides {args.overrides or 'none'}; runs in {root}")  # fmt: skip
-    header = "step | " + " | ".join(f"{b} {label}" for _, label in COLUMNS for b in BACKENDS)
-    print(header)
-    for index in range(args.steps):
-        cells = []
-        for key, _ in COLUMNS:
-            for backend in BACKENDS:
-                rows = results[backend]
-                cells.append(show(rows[index].get(key)) if index < len(rows) else "-")
-        print(f"{index + 1} | " + " | ".join(cells))
-    print("medians over steps 2.. (ratio verl / native):")
-    for key, label in COLUMNS:
-        native, verl = (median_after_first(results[b], key) for b in BACKENDS)
-        ratio = f"{verl / native:.2f}x" if native and verl is not None else "-"
-        print(f"  {label:12s} native {show(native):>9s}  verl {show(verl):>9s}  {ratio}")
-    for backend in BACKENDS:
-        rows = results[backend]
-        print(f"  {backend}: whole run {totals[backend]:.1f} s (start-up included); reward "
+    print_table(results, sides, args.steps)
+    print_medians(results, sides)
+    for side in sides:
+        rows = results[side]
+        print(f"  {side}: whole run {totals[side]:.1f} s (start-up included); reward "
               f"{rows[0]['reward_mean']:.3f} (step 1) -> {rows[-1]['reward_mean']:.3f} "
               f"(step {rows[-1]['step']}), best {max(r['reward_mean'] for r in rows):.3f}")  # fmt: skip
     if args.plot:
-        plot(results, f"{args.model}: native vs verl (same config, seed {args.seed})", args.plot)
+        title = f"{args.model}: {' vs '.join(sides)} (same config, seed {args.seed})"
+        plot(results, title, args.plot)
         print(f"plot: {args.plot}")
 
 

@@ -14,18 +14,15 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
-import signal
 import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.parts import require_module
+from tests.train.ray_head import local_ray_head
 from tests.train.reply_length import LAKE_MODULE_ENV_ID
 
 pytestmark = pytest.mark.slow
@@ -108,29 +105,8 @@ def ray_cluster() -> Iterator[str]:
     """A Ray cluster the runs after the first join, as they would a user's (``RAY_ADDRESS``):
     each run then skips starting and stopping a cluster of its own. One logical GPU: in CPU
     mode it stands for the one training process."""
-    temp_dir = tempfile.mkdtemp(prefix="rllm-ray-test-", dir="/tmp")  # short socket paths
-    head = subprocess.Popen(
-        [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block", "--port=0",
-         "--num-cpus=32", "--num-gpus=1", "--include-dashboard=false", "--disable-usage-stats",
-         f"--temp-dir={temp_dir}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
-        # A private test cluster on this machine: no token for the runs to find.
-        env={**os.environ, "RAY_AUTH_MODE": "disabled"},
-    )  # fmt: skip
-    address_file = Path(temp_dir) / "ray_current_cluster"
-    try:
-        deadline = time.monotonic() + 120
-        while not address_file.is_file() or not address_file.read_text().strip():
-            if head.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"ray start failed: {head.stderr.read().decode()[-2000:]}")
-            time.sleep(0.5)
-        yield address_file.read_text().strip()
-    finally:
-        # Every process of the cluster shares the head's process group. Nothing in it is kept,
-        # so no graceful stop (Ray's takes about 35 s).
-        os.killpg(head.pid, signal.SIGKILL)
-        head.wait()
-        shutil.rmtree(temp_dir, ignore_errors=True)
+    with local_ray_head(num_gpus=1, num_cpus=32) as address:
+        yield address
 
 
 @pytest.fixture(scope="module")

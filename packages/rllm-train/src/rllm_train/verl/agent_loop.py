@@ -14,6 +14,10 @@ training sequence is exactly what the rollout server saw:
 The episode's reward (the sum of the env's rewards) is returned as ``reward_score``; verl puts
 it on the last response token. An episode whose env reported an infrastructure failure keeps
 its tokens but gets an all-zero response mask, so no gradient flows from a fake outcome.
+
+Each episode also reports the trainer steps whose weights served its turns (``min_global_steps``
+and ``max_global_steps``, as verl's own loops do): under verl's asynchronous trainers a turn may
+come from an older policy than the one being trained, and verl counts how stale each batch is.
 """
 
 from __future__ import annotations
@@ -35,6 +39,9 @@ from rllm_train.verl.data import EpisodeSource, from_verl_row
 from rllm_train.verl.episode_parts import make_agent, make_env
 
 logger = logging.getLogger(__name__)
+# The weights version reported for an episode that never reached the model (it failed before its
+# first turn): verl's staleness statistics need a number, and such an episode trains nothing.
+NO_MODEL_TURN_VERSION = -1
 
 
 class PrefixBrokenError(RuntimeError):
@@ -65,6 +72,14 @@ class EpisodeOutcome:
     turns: int = 0
     llm_seconds: float = 0.0
     env_seconds: float = 0.0
+    # The trainer step whose weights served each model turn, as the rollout server reports it.
+    weight_versions: list[int] = field(default_factory=list)
+
+    def version_span(self) -> tuple[int, int]:
+        """(oldest, newest) weights version among the model turns."""
+        if not self.weight_versions:
+            return NO_MODEL_TURN_VERSION, NO_MODEL_TURN_VERSION
+        return min(self.weight_versions), max(self.weight_versions)
 
     def end(self, reason: TerminationReason, *, failure: str | None = None) -> None:
         self.termination, self.failure = reason, failure
@@ -212,6 +227,11 @@ class RllmAgentLoop(AgentLoopBase):
             sampling_params={**sampling_params, "max_tokens": budget},
         )
         outcome.llm_seconds += time.perf_counter() - started
+        # verl's client spans a turn resumed after a weight sync with min/max; a plain server
+        # reply carries one version.
+        for key in ("min_global_steps", "max_global_steps", "global_steps"):
+            if output.extra_fields.get(key) is not None:
+                outcome.weight_versions.append(int(output.extra_fields[key]))
         token_ids = list(output.token_ids)
         logprobs = list(output.log_probs) if output.log_probs else None
         if logprobs is None:
@@ -235,6 +255,7 @@ class RllmAgentLoop(AgentLoopBase):
         logprobs = (
             record.response_logprobs[:limit] if record.response_logprobs is not None else None
         )
+        oldest, newest = outcome.version_span()
         return AgentLoopOutput(
             prompt_ids=record.runtime_ids[: record.prompt_length],
             response_ids=response_ids,
@@ -250,5 +271,7 @@ class RllmAgentLoop(AgentLoopBase):
                 "rllm_failure": outcome.failure,
                 "rllm_error": outcome.error,
                 "rllm_is_correct": outcome.is_correct,
+                "min_global_steps": oldest,
+                "max_global_steps": newest,
             },
         )

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rllm_train.verl.modes import as_validated_by_verl, mode_settings
 from rllm_train.verl.spec import VerlConfigError, VerlRunSpec
 
 AGENT_LOOP_NAME = "rllm_agent"
@@ -194,6 +195,7 @@ def verl_overrides(spec: VerlRunSpec, files: RunFiles) -> list[str]:
         settings.update(CRITIC_SETTINGS)
         if spec.device == "cpu":
             settings.update(CPU_CRITIC_SETTINGS)
+    settings.update(mode_settings(spec))
     overrides = [f"{key}={_hydra_value(value(spec, files))}" for key, value in settings.items()]
     return overrides + list(spec.overrides)
 
@@ -239,7 +241,7 @@ def validate_verl_config(config) -> None:
     from verl.utils.config import omega_conf_to_dataclass, validate_config
 
     use_reference, use_critic = trainer_needs(config)
-    checked = without_vllm_only_checks(config)
+    checked = without_vllm_only_checks(as_validated_by_verl(config))
     try:
         # validate_config reports success on stdout; keep dry-run output to the config itself.
         with contextlib.redirect_stdout(io.StringIO()):

@@ -122,6 +122,7 @@ def spec_from_config(config: Any) -> VerlRunSpec:
         options.strategy,
         options.n_gpus_per_node,
         options.agent_workers,
+        options.rollout_gpus_per_node,
     )
     return VerlRunSpec(
         env_id=config.env.id,
@@ -174,4 +175,8 @@ def spec_from_config(config: Any) -> VerlRunSpec:
         loggers=loggers,
         seed=trainer.seed,
         overrides=tuple(overrides) + tuple(options.overrides),
+        mode=options.mode,
+        rollout_gpus_per_node=where.rollout_gpus_per_node,
+        staleness=options.staleness,
+        sync_every=options.sync_every,
     )

@@ -212,7 +212,7 @@ def run(spec: VerlRunSpec) -> None:
 
         auto_set_device(prepared.config)
     try:
-        run_verl(prepared.config, ray_cluster(spec, prepared.files.root))
+        run_verl(prepared.config, ray_cluster(spec, prepared.files.root), spec.mode)
     finally:
         # Whatever verl logged, also from a run that failed or was interrupted.
         publish(prepared.files.root, title=run_title(spec))

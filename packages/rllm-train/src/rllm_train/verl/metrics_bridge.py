@@ -3,6 +3,8 @@ and ``summary.json`` in the run folder.
 
 verl's own file logger writes one JSON line per step (``{"step": N, "data": {...}}``) to a new
 file per attempt (a resume is a new attempt; see :func:`rllm_train.verl.cpu.runner.verl_metrics_file`).
+A line that names its training step (``training/global_step``) belongs to that step: verl's
+fully-async trainer logs a step's training metrics under the next weights version.
 The run's ``metrics.jsonl`` is rebuilt from all attempts, a later attempt's row replacing an
 earlier one of the same step, and written through a temporary file. Each row carries verl's
 metrics under their own names plus the native backend's names for the shared ones, so the
@@ -21,8 +23,8 @@ from typing import Any
 from rllm_train.native import reporting
 
 ATTEMPTS_FOLDER = "verl_metrics"
-# native name -> verl's name for the same figure.
-SHARED_NAMES: dict[str, str] = {
+# native name -> verl's name(s) for the same figure (the first one present is taken).
+SHARED_NAMES: dict[str, str | tuple[str, ...]] = {
     "reward_mean": "critic/score/mean",
     "reward_max": "critic/score/max",
     "reward_min": "critic/score/min",
@@ -37,10 +39,12 @@ SHARED_NAMES: dict[str, str] = {
     "time/step_s": "timing_s/step",
     "time/rollout_s": "timing_s/gen",
     "time/update_s": "timing_s/update_actor",
-    "time/weight_sync_s": "timing_s/update_weights",
+    # The fully-async trainer times its weight sync under its own (doubled) prefix.
+    "time/weight_sync_s": ("timing_s/update_weights", "timing_s/timing_s/param_sync"),
     "time/checkpoint_s": "timing_s/save_checkpoint",
 }
 VALIDATION_PREFIX = "val-core/"  # verl: val-core/<data source>/reward/mean@N
+TRAINING_STEP = "training/global_step"
 
 
 def _number(value: Any) -> float | int | None:
@@ -60,9 +64,11 @@ def native_row(step: int, data: Mapping[str, Any]) -> dict[str, Any]:
     """One step's row: verl's numeric metrics, plus their native names."""
     metrics = {key: number for key, value in data.items() if (number := _number(value)) is not None}
     row: dict[str, Any] = {"step": step}
-    for native, verl_name in SHARED_NAMES.items():
-        if verl_name in metrics:
-            row[native] = metrics[verl_name]
+    for native, verl_names in SHARED_NAMES.items():
+        names = (verl_names,) if isinstance(verl_names, str) else verl_names
+        present = [name for name in names if name in metrics]
+        if present:
+            row[native] = metrics[present[0]]
     validation = [
         value
         for key, value in metrics.items()
@@ -72,6 +78,12 @@ def native_row(step: int, data: Mapping[str, Any]) -> dict[str, Any]:
         row["val/reward_mean"] = sum(validation) / len(validation)
     row.update({key: value for key, value in metrics.items() if key not in row})
     return row
+
+
+def record_step(record: Mapping[str, Any]) -> int:
+    """The training step a logged line belongs to (see the module docstring)."""
+    named = _number(record["data"].get(TRAINING_STEP))
+    return int(named) if named is not None else int(record["step"])
 
 
 def read_attempts(folder: Path) -> dict[int, dict[str, Any]]:
@@ -85,7 +97,7 @@ def read_attempts(folder: Path) -> dict[int, dict[str, Any]]:
             except json.JSONDecodeError:
                 break  # a line cut short by a killed run ends that attempt's readable log
             # verl logs a step's training metrics and its validation in separate calls.
-            this_attempt.setdefault(int(record["step"]), {}).update(record["data"])
+            this_attempt.setdefault(record_step(record), {}).update(record["data"])
         steps.update(this_attempt)
     return steps
 

@@ -26,4 +26,11 @@ class VerlOptions:
     response_tokens: int = 0  # whole-episode response budget; 0 = derived from rollout.*
     project_name: str = "rllm"
     episode_timeout_s: float = 0  # wall-clock limit per episode; 0 = none
+    # How verl schedules rollout and training (rllm_train.verl.modes): sync (verl's
+    # RayPPOTrainer, the two take turns), one_step_off (step N trains on the rollout made during
+    # step N-1) or fully_async (rollout streams; the trainer takes batches as they fill).
+    mode: str = "sync"
+    rollout_gpus_per_node: int = 0  # the rollout's own GPUs in the async modes; 0: 1 on a CPU
+    staleness: float = 0.1  # fully_async: how far beyond the next batch the rollout may run
+    sync_every: int = 1  # fully_async: trainer steps between weight syncs to the rollout
     overrides: list[str] = field(default_factory=list)  # raw verl "key=value", applied last

@@ -27,6 +27,7 @@ class Placement:
     n_gpus_per_node: int  # on a CPU: training processes
     agent_workers: int
     chosen_for_user: bool  # the device was picked by `auto`, not named
+    rollout_gpus_per_node: int  # the rollout's own, in verl's asynchronous modes (0: not given)
 
 
 def _gpus_here() -> int:
@@ -57,9 +58,15 @@ def resolve_rollout_engine(requested: str, device: str) -> str:
 
 
 def placement(
-    device: str, rollout_engine: str, strategy: str, n_gpus_per_node: int, agent_workers: int
+    device: str,
+    rollout_engine: str,
+    strategy: str,
+    n_gpus_per_node: int,
+    agent_workers: int,
+    rollout_gpus_per_node: int = 0,
 ) -> Placement:
-    """What the run uses; 'auto' and 0 are resolved for this machine."""
+    """What the run uses; 'auto' and 0 are resolved for this machine (on a GPU machine the
+    rollout's own GPUs of an asynchronous mode must be named: they are taken from training)."""
     resolved, chosen = resolve_device(device)
     gpus = n_gpus_per_node or (1 if resolved == "cpu" else (_gpus_here() or CLUSTER_GPUS_PER_NODE))
     return Placement(
@@ -69,6 +76,7 @@ def placement(
         n_gpus_per_node=gpus,
         agent_workers=agent_workers or AGENT_WORKERS[resolved],
         chosen_for_user=chosen,
+        rollout_gpus_per_node=rollout_gpus_per_node or (1 if resolved == "cpu" else 0),
     )
 
 

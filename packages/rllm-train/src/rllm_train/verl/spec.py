@@ -11,6 +11,7 @@ from typing import Any
 
 from rllm_train.algorithms import ADVANTAGE_ESTIMATORS as SHARED_ESTIMATORS
 from rllm_train.config import ConfigError
+from rllm_train.verl.modes import SYNC, mode_problems
 from rllm_train.verl.program_ref import ProgramRef
 
 # The algorithms both backends share (same names, same verl estimators), plus estimators only
@@ -105,6 +106,11 @@ class VerlRunSpec:
     loggers: tuple[str, ...] = ("console",)
     seed: int = 0
     overrides: tuple[str, ...] = ()  # raw verl overrides ("a.b=c"), applied last
+    # verl's schedule (rllm_train.verl.modes): sync | one_step_off | fully_async.
+    mode: str = SYNC
+    rollout_gpus_per_node: int = 1  # the rollout's own GPUs (asynchronous modes only)
+    staleness: float = 0.1  # fully_async: extra batches the rollout may run ahead
+    sync_every: int = 1  # fully_async: trainer steps per weight sync
 
     @property
     def advantage_estimator(self) -> str:
@@ -174,6 +180,7 @@ def validate_spec(spec: VerlRunSpec) -> None:
         problems.append(f"device {spec.device!r} is not one of {sorted(DEVICES)}")
     if spec.device == "cpu":
         problems.extend(_cpu_problems(spec))
+    problems.extend(mode_problems(spec, ADVANTAGE_ESTIMATORS.get(spec.algorithm)))
     if spec.rollout_is is not None and spec.rollout_is not in ROLLOUT_IS_LEVELS:
         problems.append(
             f"rollout_is {spec.rollout_is!r} is not one of {sorted(ROLLOUT_IS_LEVELS)} (or off)"

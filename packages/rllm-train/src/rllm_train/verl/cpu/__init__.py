@@ -11,6 +11,9 @@ only for CPU runs. Importing it
 * adjusts the two places verl assumes an accelerator outside its platform interface
   (:mod:`~rllm_train.verl.cpu.patches`).
 
+verl's asynchronous trainers load :mod:`~rllm_train.verl.cpu.weight_transfer` themselves (their
+checkpoint engine, named in the config): trainer-to-rollout weights through Ray's object store.
+
 These reach into verl's internals, so they are tied to the verl version they were written
 for: any other version stops here with the one to install. The ``rllm_local`` rollout is
 registered on GPU runs too (:func:`register_rollout`), as the fallback where vLLM and SGLang

@@ -25,6 +25,7 @@ import ray
 import torch
 from verl.workers.rollout.base import _ROLLOUT_REGISTRY, BaseRollout
 from verl.workers.rollout.replica import RolloutReplica, RolloutReplicaRegistry, TokenOutput
+from verl.workers.rollout.utils import ensure_async_iterator
 
 ROLLOUT_NAME = "rllm_local"
 SERVER_NAME_PREFIX = "rllm_local_server_"
@@ -56,7 +57,8 @@ class LocalEngineServer:
         output = await self.client.generate(
             request_id, prompt_ids=list(prompt_ids), sampling_params=dict(sampling_params)
         )
-        output.extra_fields["weights_version"] = self.weights_version
+        # verl's key for the weights version that served a request (its staleness accounting).
+        output.extra_fields["global_steps"] = self.weights_version
         return output
 
     async def update_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> int:
@@ -167,7 +169,9 @@ class LocalEngineWeightSync(BaseRollout):
             * self.config.data_parallel_size
             * self.config.pipeline_model_parallel_size
         )
-        self.replica_rank = rank // rollout_world_size
+        # In a training worker (verl's synchronous trainer) the replica follows from the rank;
+        # in a standalone rollout worker (its asynchronous trainers) verl names it.
+        self.replica_rank = kwargs.get("replica_rank", rank // rollout_world_size)
         # Only the first rank of a replica sends; every rank takes part in gathering weights.
         self.is_sender = rank % rollout_world_size == 0
         self._server = None
@@ -194,7 +198,9 @@ class LocalEngineWeightSync(BaseRollout):
                 "actor_rollout_ref.model.lora.merge=true (rllm-train does so for LoRA runs)"
             )
         state_dict = {}
-        for name, tensor in weights:  # every rank iterates: gathering sharded weights is collective
+        # Every rank iterates (gathering sharded weights is collective). A training worker hands
+        # a generator, a standalone rollout worker its checkpoint engine's async one.
+        async for name, tensor in ensure_async_iterator(weights):
             if self.is_sender:
                 state_dict[name] = tensor.detach().to("cpu", copy=True).contiguous()
         if self.is_sender:

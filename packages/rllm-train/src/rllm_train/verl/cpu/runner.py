@@ -1,9 +1,11 @@
 """Start a run of verl's own trainer: the run's own Ray cluster (in CPU mode, one whose processes
-load :mod:`rllm_train.verl.cpu`), then verl's stock task runner.
+load :mod:`rllm_train.verl.cpu`), then verl's stock task runner for the run's mode
+(:mod:`rllm_train.verl.modes`).
 
-The cluster declares one logical GPU per training process: verl's resource pools are built
-from GPU bundles, and the CPU platform maps them to nothing. Its logical CPU count only
-satisfies the bundles' reservations; torch in each worker still uses the real cores.
+The cluster declares one logical GPU per training process, and in the asynchronous modes one
+per rollout process too: verl's resource pools are built from GPU bundles, and the CPU platform
+maps them to nothing. Its logical CPU count only satisfies the reservations of the bundles and
+of verl's controller actors; torch in each worker still uses the real cores.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rllm_train.verl.cpu import CPU_MODE_VARIABLE
+from rllm_train.verl.modes import ASYNC_MODES, MODE_ENTRIES, SYNC, task_runner_class
 
 PLUGIN_MODULE = "rllm_train.verl.cpu"
 # What every process of a CPU-mode run needs before it imports verl.
@@ -76,17 +79,24 @@ def ray_cluster(spec, run_root: Path) -> RayCluster:
     # Ray's socket paths must stay short (a Unix socket path holds 107 bytes): a short root.
     temp_dir = tempfile.mkdtemp(prefix="rllm-ray-", dir="/tmp")
     if spec.device == "cpu":
+        processes = spec.n_gpus_per_node * spec.nnodes + rollout_processes(spec)
         return RayCluster(
             env_vars={**CPU_MODE_ENV, **torch_threads(), **env_vars},
             temp_dir=temp_dir,
-            logical_gpus=spec.n_gpus_per_node * spec.nnodes,
-            logical_cpus=LOGICAL_CPUS_PER_PROCESS * spec.n_gpus_per_node
+            logical_gpus=processes,
+            logical_cpus=LOGICAL_CPUS_PER_PROCESS * processes
             + spec.agent_workers
+            + MODE_ENTRIES[spec.mode].controller_cpus
             + LOGICAL_CPUS_SPARE,
         )
     if spec.rollout_engine == "rllm_local":
         env_vars.update(GPU_LOCAL_ROLLOUT_ENV)
     return RayCluster(env_vars=env_vars, temp_dir=temp_dir)
+
+
+def rollout_processes(spec) -> int:
+    """The rollout's own processes: none in sync mode (it shares the training workers)."""
+    return spec.rollout_gpus_per_node if spec.mode in ASYNC_MODES else 0
 
 
 def torch_threads() -> dict[str, str]:
@@ -108,16 +118,15 @@ def verl_metrics_file(run_root: Path) -> Path:
     return folder / f"attempt-{attempt:03d}.jsonl"
 
 
-def run_verl(config, cluster: RayCluster) -> None:
-    """verl's ``run_ppo`` with its stock task runner, on the run's own Ray cluster."""
+def run_verl(config, cluster: RayCluster, mode: str = SYNC) -> None:
+    """verl's ``run_ppo`` with the stock task runner of `mode`, on the run's own Ray cluster."""
     import ray
     from verl.trainer.constants_ppo import get_ppo_ray_runtime_env
     from verl.trainer.main_ppo import run_ppo
-    from verl.trainer.main_ppo_v0 import TaskRunner
 
     ray.init(**cluster.init_kwargs(get_ppo_ray_runtime_env(config)))
     try:
-        run_ppo(config, task_runner_class=TaskRunner)
+        run_ppo(config, task_runner_class=task_runner_class(mode))
     finally:
         ray.shutdown()
         if cluster.temp_dir:
