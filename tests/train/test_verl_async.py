@@ -24,10 +24,10 @@ from pathlib import Path
 import pytest
 import torch
 from rllm_train.verl.compose import RunFiles, compose_verl_config
-from rllm_train.verl.cpu.weight_mailbox import WeightsMailbox
 from rllm_train.verl.launch import prepare_run
 from rllm_train.verl.metrics_bridge import record_step
 from rllm_train.verl.spec import VerlConfigError, VerlRunSpec
+from rllm_train.verl.weight_mailbox import WeightsMailbox
 
 from tests.parts import require_module
 from tests.train.ray_head import local_ray_head

@@ -4,6 +4,7 @@
 * :mod:`~rllm_train.verl.from_config` - an ``rllm-train`` config as those settings (+ its ``verl`` section);
 * :mod:`~rllm_train.verl.compose` - verl's own trainer config composed from them and validated by verl;
 * :mod:`~rllm_train.verl.modes` - verl's schedules: synchronous, one step off, fully asynchronous;
+* :mod:`~rllm_train.verl.weight_mailbox` - where the asynchronous modes' weight transfers meet;
 * :mod:`~rllm_train.verl.data` - tasks as verl data rows carrying the whole task;
 * :mod:`~rllm_train.verl.agent_loop` - ``RllmAgentLoop``, registered with verl as ``rllm_agent``;
 * :mod:`~rllm_train.verl.engine_server` - an rllm engine behind verl's server-manager call (CPU runs);

@@ -24,7 +24,7 @@ import torch
 from verl.checkpoint_engine.base import CheckpointEngine, CheckpointEngineRegistry
 from verl.workers.rollout.utils import ensure_async_iterator
 
-from rllm_train.verl.cpu.weight_mailbox import WeightsMailbox
+from rllm_train.verl.weight_mailbox import WeightsMailbox
 
 BACKEND_NAME = "rllm_object_store"
 

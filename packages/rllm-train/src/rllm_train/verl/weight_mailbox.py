@@ -1,8 +1,9 @@
 """The meeting point of one weight transfer: a small Ray actor holding object references.
 
-Kept apart from :mod:`~rllm_train.verl.cpu.weight_transfer` so that the actor's process imports
-only Ray, not torch or verl: it never touches a tensor, only the references to the buckets the
-trainer put into Ray's object store.
+Kept apart from :mod:`~rllm_train.verl.cpu.weight_transfer`, and outside the ``cpu`` package
+(whose import loads verl and torch), so that the actor's process starts at once and imports
+nothing heavy: it never touches a tensor, only the references to the buckets the trainer put
+into Ray's object store.
 """
 
 from __future__ import annotations
