@@ -8,6 +8,20 @@ import pytest
 
 
 @pytest.fixture(scope="session")
+def verl_ray_head():
+    """One Ray cluster that the verl tests' runs join (``RAY_ADDRESS``), as a user's runs
+    would: each run then skips starting and stopping a cluster of its own. Two logical GPUs
+    (trainer and rollout in the asynchronous modes) and the CPUs verl's controller actors
+    reserve in fully-async mode."""
+    from tests.parts import require_module
+    from tests.train.ray_head import local_ray_head
+
+    require_module("ray", "the verl backend's trainer runs on Ray: pip install 'rllm-train[verl]'")
+    with local_ray_head(num_gpus=2, num_cpus=64) as head:
+        yield head
+
+
+@pytest.fixture(scope="session")
 def tiny_model() -> str:
     """The model name (or local path) the trainer tests train: rllm-agents' seeded "tiny"."""
     override = os.environ.get("RLLM_TEST_TINY_MODEL")  # a local copy, to work offline on it

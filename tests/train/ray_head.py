@@ -14,32 +14,51 @@ from contextlib import contextmanager
 from pathlib import Path
 
 
-@contextmanager
-def local_ray_head(num_gpus: int, num_cpus: int, start_timeout: float = 120) -> Iterator[str]:
-    """Start a Ray head declaring `num_gpus` logical GPUs; yield its address; stop it.
+class RayHead:
+    """A Ray head started in the background; :meth:`address` waits until it is up.
 
-    In verl's CPU mode each logical GPU stands for one training (or rollout) process.
+    Starting it does not wait, so a run that needs no cluster can go on meanwhile (two cores:
+    the head's start-up overlaps the run's imports). In verl's CPU mode each logical GPU stands
+    for one training (or rollout) process.
     """
-    temp_dir = tempfile.mkdtemp(prefix="rllm-ray-test-", dir="/tmp")  # short socket paths
-    head = subprocess.Popen(
-        [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block", "--port=0",
-         f"--num-cpus={num_cpus}", f"--num-gpus={num_gpus}", "--include-dashboard=false",
-         "--disable-usage-stats", f"--temp-dir={temp_dir}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
-        # A private test cluster on this machine: no token for the runs to find.
-        env={**os.environ, "RAY_AUTH_MODE": "disabled"},
-    )  # fmt: skip
-    address_file = Path(temp_dir) / "ray_current_cluster"
-    try:
-        deadline = time.monotonic() + start_timeout
-        while not address_file.is_file() or not address_file.read_text().strip():
-            if head.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"ray start failed: {head.stderr.read().decode()[-2000:]}")
-            time.sleep(0.5)
-        yield address_file.read_text().strip()
-    finally:
+
+    def __init__(self, num_gpus: int, num_cpus: int, start_timeout: float = 120) -> None:
+        self.temp_dir = tempfile.mkdtemp(prefix="rllm-ray-test-", dir="/tmp")  # short sockets
+        self.deadline = time.monotonic() + start_timeout
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block",
+             "--port=0", f"--num-cpus={num_cpus}", f"--num-gpus={num_gpus}",
+             "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={self.temp_dir}"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+            # A private test cluster on this machine: no token for the runs to find.
+            env={**os.environ, "RAY_AUTH_MODE": "disabled"},
+        )  # fmt: skip
+        self._address: str | None = None
+
+    def address(self) -> str:
+        if self._address is None:
+            address_file = Path(self.temp_dir) / "ray_current_cluster"
+            while not address_file.is_file() or not address_file.read_text().strip():
+                if self.process.poll() is not None or time.monotonic() > self.deadline:
+                    error = self.process.stderr.read().decode()[-2000:]
+                    raise RuntimeError(f"ray start failed: {error}")
+                time.sleep(0.5)
+            self._address = address_file.read_text().strip()
+        return self._address
+
+    def stop(self) -> None:
         # Every process of the cluster shares the head's process group. Nothing in it is kept,
         # so no graceful stop (Ray's takes about 35 s).
-        os.killpg(head.pid, signal.SIGKILL)
-        head.wait()
-        shutil.rmtree(temp_dir, ignore_errors=True)
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+@contextmanager
+def local_ray_head(num_gpus: int, num_cpus: int, start_timeout: float = 120) -> Iterator[RayHead]:
+    """A :class:`RayHead` for the length of the block, stopped after it."""
+    head = RayHead(num_gpus, num_cpus, start_timeout)
+    try:
+        yield head
+    finally:
+        head.stop()

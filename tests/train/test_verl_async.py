@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,8 +28,6 @@ from rllm_train.verl.metrics_bridge import record_step
 from rllm_train.verl.spec import VerlConfigError, VerlRunSpec
 from rllm_train.verl.weight_mailbox import WeightsMailbox
 
-from tests.parts import require_module
-from tests.train.ray_head import local_ray_head
 from tests.train.test_verl_training import rllm_train, trained_rows
 
 FROZENLAKE = "rllm/FrozenLake-v0"
@@ -151,12 +148,9 @@ RUN_STEPS = ("--steps", "2")
 
 
 @pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[str]:
-    """One cluster for the module's runs: a logical GPU for the trainer and one for the rollout,
-    and the CPUs verl's controller actors reserve in fully-async mode."""
-    require_module("ray", "the verl backend's trainer runs on Ray: pip install 'rllm-train[verl]'")
-    with local_ray_head(num_gpus=2, num_cpus=64) as address:
-        yield address
+def ray_cluster(verl_ray_head) -> str:
+    """The verl tests' shared cluster (tests/train/conftest.py)."""
+    return verl_ray_head.address()
 
 
 def assert_two_real_steps(output: Path) -> list[dict]:

@@ -24,13 +24,14 @@ __all__ = ["verl_trainer"]  # the module's fixture: skips without Ray
 EXAMPLES = Path(__file__).parents[2] / "examples" / "gateway"
 
 
-def test_the_example_agent_program_trains_on_verl(tmp_path):
+def test_the_example_agent_program_trains_on_verl(tmp_path, verl_ray_head):
     rllm_train(
         tmp_path,
         "--env", MATH_MODULE_ENV_ID,
         "--agent-program", "examples/gateway/math_agent.py:run",  # relative: the workers resolve it
         f"data.train={EXAMPLES / 'addition_train.jsonl'}",
         "--steps", "2",
+        ray_address=verl_ray_head.address(),
     )  # fmt: skip
     rows = trained_rows(tmp_path)
     # Finite, non-zero grad norms; rollout correction's metrics in metrics.jsonl; the engine's

@@ -16,13 +16,11 @@ import math
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.parts import require_module
-from tests.train.ray_head import local_ray_head
 from tests.train.reply_length import LAKE_MODULE_ENV_ID
 
 pytestmark = pytest.mark.slow
@@ -101,22 +99,13 @@ def verl_trainer():
 
 
 @pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[str]:
-    """A Ray cluster the runs after the first join, as they would a user's (``RAY_ADDRESS``):
-    each run then skips starting and stopping a cluster of its own. One logical GPU: in CPU
-    mode it stands for the one training process."""
-    with local_ray_head(num_gpus=1, num_cpus=32) as address:
-        yield address
-
-
-@pytest.fixture(scope="module")
-def grpo_run(tmp_path_factory, ray_cluster) -> Path:
+def grpo_run(tmp_path_factory, verl_ray_head) -> Path:
     """GRPO stopped after step 1, then resumed to step 2 (verl's checkpoint manager)."""
     output = tmp_path_factory.mktemp("grpo")
     first = rllm_train(output, "--steps", "1")  # as a user types it: no device, no cluster
     assert "CPU mode" in first.stderr  # chosen for the user, and said so in one line
     assert [row["step"] for row in trained_rows(output)] == [1]
-    rllm_train(output, "--steps", "2", "--resume", ray_address=ray_cluster)
+    rllm_train(output, "--steps", "2", "--resume", ray_address=verl_ray_head.address())
     return output
 
 
@@ -148,9 +137,9 @@ def test_weights_changed_between_checkpoints(grpo_run):
     assert moved_1 and moved_2
 
 
-def test_ppo_trains_a_critic_and_validates(tmp_path, ray_cluster):
+def test_ppo_trains_a_critic_and_validates(tmp_path, verl_ray_head):
     rllm_train(tmp_path, "--algorithm", "ppo", "--steps", "2", "trainer.val_every=2",
-               "trainer.val_tasks=2", ray_address=ray_cluster)  # fmt: skip
+               "trainer.val_tasks=2", ray_address=verl_ray_head.address())  # fmt: skip
     rows = trained_rows(tmp_path)
     assert_trained(rows, steps=2)
     for row in rows:  # GAE: a value model trained beside the policy
@@ -159,9 +148,9 @@ def test_ppo_trains_a_critic_and_validates(tmp_path, ray_cluster):
     assert [row["step"] for row in validated] == [0, 2]  # before training and at step 2
 
 
-def test_remax_with_lora_and_a_kl_loss(tmp_path, ray_cluster):
+def test_remax_with_lora_and_a_kl_loss(tmp_path, verl_ray_head):
     rllm_train(tmp_path, "--algorithm", "remax", "--steps", "2", "model.lora_rank=8",
-               "model.lora_alpha=16", "algorithm.kl_coef=0.01", ray_address=ray_cluster)  # fmt: skip
+               "model.lora_alpha=16", "algorithm.kl_coef=0.01", ray_address=verl_ray_head.address())  # fmt: skip
     rows = trained_rows(tmp_path)
     assert_trained(rows, steps=2)  # the engine holds the merged adapter after each sync
     assert all(math.isfinite(row["kl_loss"]) for row in rows)
