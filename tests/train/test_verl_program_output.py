@@ -106,7 +106,12 @@ class TokenOutput:
 
 @dataclass
 class FakeServerManager:
-    """verl's server manager: returns `reply` and remembers what it was asked."""
+    """verl's server manager: returns `reply` and remembers what it was asked.
+
+    The real one lives only inside a verl run, where tests/train/test_verl_program.py drives
+    the adapter through it; here each edge of the translation (EOS vs length, refusals) is
+    reached on purpose, which a real run does not do on demand.
+    """
 
     reply: TokenOutput
     calls: list[dict] = field(default_factory=list)

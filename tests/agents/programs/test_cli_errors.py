@@ -69,6 +69,10 @@ def test_rllm_eval_needs_task_rows_for_a_program(capsys):
             ["--agent-program", AGENT, "--executor", "ray", "rollout.dispatch=async"],
             ("rollout.executor", "inline"),
         ),  # fmt: skip
+        (
+            ["--agent-program", AGENT, "--backend", "verl", "verl.mode=one_step_off"],
+            ("verl.mode=sync only",),
+        ),  # fmt: skip
         (["--agent-program", AGENT, "program.command=ls"], ("not both",)),
         (["--agent-program", AGENT, "program.timeout=-1"], ("program.timeout", "0 or more")),
         (["--agent-program", AGENT, "--env", "kuhn_poker_v0"], ("multi-agent env",)),

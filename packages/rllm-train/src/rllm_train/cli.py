@@ -267,6 +267,18 @@ def check_native(config: TrainConfig) -> None:
     check_program_run(config, multiagent, run_data(config) if multiagent is None else None)
 
 
+def check_verl(config: TrainConfig) -> None:
+    """The verl run's own checks (placement, algorithm, mode, CPU-mode limits), done before
+    the run folder is claimed so a refused run leaves nothing behind. Without verl installed
+    there is nothing to check here: the runner says what to install."""
+    try:
+        from rllm_train.verl import as_spec
+        from rllm_train.verl.spec import validate_spec
+    except ImportError:
+        return
+    validate_spec(as_spec(config))
+
+
 def check_program(config: TrainConfig) -> None:
     """An agent program loads and has task rows to play (a ConfigError naming the key if not);
     quick, and done before the run folder is claimed."""
@@ -325,8 +337,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if config.trainer.backend == "native":
             check_native(config)
             check_ray_cluster(config)
-        elif config.program.given:
-            check_program(config)
+        else:
+            check_verl(config)
+            if config.program.given:
+                check_program(config)
         if args.dry_run:
             DRY_RUNS[config.trainer.backend](config)
             return 0

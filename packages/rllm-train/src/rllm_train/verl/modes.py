@@ -79,7 +79,7 @@ def mode_problems(spec: Any, estimator: str | None) -> list[str]:
             f"tensor_parallel_size {spec.tensor_parallel_size} must divide "
             f"verl.rollout_gpus_per_node {spec.rollout_gpus_per_node}"
         )
-    if getattr(spec, "program", None) is not None:
+    if spec.program is not None:
         # Not a verl limit: the program loop's per-worker gateway has only been run under the
         # synchronous trainer's agent-loop manager, so other schedules are refused until tried.
         problems.append(
