@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import time
@@ -49,7 +50,7 @@ from typing import Any
 from rllm_agents.engines import event_loop
 from rllm_agents.engines.base import SamplingParams
 from rllm_agents.engines.openai import OpenAIEngine
-from rllm_agents.gateway import Gateway, SequenceReport, build_sequences
+from rllm_agents.gateway import Gateway, GatewayProcesses, SequenceReport, build_sequences
 
 OVERHEAD_GOAL_MS = 1.0
 SESSIONS_GOAL_PERCENT = 90.0
@@ -65,6 +66,7 @@ class Route:
     name: str
     through_gateway: bool
     tokens: bool  # prompts rendered with the tokenizer (by the gateway, or by the program)
+    processes: int = 0  # serving processes of a GatewayProcesses (0: a Gateway in this process)
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,7 @@ class CallTimes:
     calls: int
     p50_ms: float
     p90_ms: float
-    cpu_ms_per_call: float  # this process's CPU time (program, gateway, engine) per call
+    cpu_ms_per_call: float  # CPU per call: this process (program, gateway, engine) + serving ones
 
 
 @dataclass
@@ -95,7 +97,7 @@ class SessionsRun:
     rounds_s: list[float]
     median_s: float
     percent_of_ideal: float
-    cpu_ms_per_call: float  # the gateway process's CPU time per call (with in-process programs)
+    cpu_ms_per_call: float  # the gateway's CPU per call: this process + its serving processes
 
 
 def canned_server(latency: float) -> Any:
@@ -125,23 +127,33 @@ class Setup:
         self.route = route
         self.server_url = server_url
         self.tokenizer = tokenizer
-        self.gateway: Gateway | None = None
+        self.gateway: Gateway | GatewayProcesses | None = None
         self.reports: list[SequenceReport] = []
 
     async def __aenter__(self) -> Setup:
         if self.route.through_gateway:
             upstream = Target(self.server_url, None, self.route.tokens)
             engine = program_engine(upstream, self.tokenizer, max_connections=1024)
-            self.gateway = Gateway(engine)
-            # The messages route: no tokenizer at all, not even the engine's own.
-            self.gateway.tokenizer = self.tokenizer if self.route.tokens else None
+            if self.route.processes:
+                self.gateway = GatewayProcesses(engine, processes=self.route.processes)
+            else:
+                self.gateway = Gateway(engine)
+                # The messages route: no tokenizer at all, not even the engine's own.
+                self.gateway.tokenizer = self.tokenizer if self.route.tokens else None
             await self.gateway.start()
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
         if self.gateway is not None:
             await self.gateway.stop()
-            await self.gateway.engine.aclose()
+            if isinstance(self.gateway, Gateway):
+                await self.gateway.engine.aclose()
+
+    def serving_cpu_s(self) -> float:
+        """CPU seconds used so far by the serving processes (none: the gateway is here)."""
+        if not isinstance(self.gateway, GatewayProcesses):
+            return 0.0
+        return sum(process_cpu_s(pid) for pid in self.gateway.pids)
 
     def target(self) -> Target:
         """A new program's target: the server itself, or a new recorded session."""
@@ -150,10 +162,10 @@ class Setup:
         session = self.gateway.open_session()
         return Target(session.base_url, session.api_key, False, session.id)
 
-    def finish(self, target: Target) -> None:
+    async def finish(self, target: Target) -> None:
         """End a program's session as a trainer would: take its calls, build sequences."""
         if target.session_id is not None:
-            calls = self.gateway.close_session(target.session_id)
+            calls = await self.gateway.aclose_session(target.session_id)
             self.reports.append(build_sequences(calls)[1])
 
     def check_merged(self, turns: int) -> None:
@@ -207,13 +219,14 @@ async def per_call(
             for round_number in range(args.rounds + 1):  # round 0 warms up and is not counted
                 for setup in setups:
                     for _ in range(per_round if round_number else 1):
-                        cpu_started = time.process_time()
+                        cpu_started = time.process_time() + setup.serving_cpu_s()
                         target = setup.target()
                         seen = await run_programs([target], args.turns, tokenizer)
-                        setup.finish(target)
+                        await setup.finish(target)
                         if round_number:
                             times[setup.route.name] += seen
-                            cpu[setup.route.name] += time.process_time() - cpu_started
+                            cpu_now = time.process_time() + setup.serving_cpu_s()
+                            cpu[setup.route.name] += cpu_now - cpu_started
         finally:
             for setup in setups:
                 await setup.__aexit__(None, None, None)
@@ -246,17 +259,18 @@ async def sessions_at_once(
             with canned_server(args.latency) as server:
                 async with Setup(route, server.base_url, tokenizer) as setup:
                     targets = [setup.target() for _ in range(args.sessions)]
-                    cpu_started = time.process_time()
+                    cpu_started = time.process_time() + setup.serving_cpu_s()
                     if args.programs_in_process:
                         started = time.perf_counter()
                         await run_programs(targets, args.session_turns, tokenizer)
                         wall = time.perf_counter() - started
                     else:
                         wall = await _programs_in_child(targets, args)
-                    cpus[route.name].append(time.process_time() - cpu_started)
+                    cpu_now = time.process_time() + setup.serving_cpu_s()
+                    cpus[route.name].append(cpu_now - cpu_started)
                     walls[route.name].append(wall)
                     for target in targets:
-                        setup.finish(target)
+                        await setup.finish(target)
                 setup.check_merged(args.session_turns)
     ideal = args.session_turns * args.latency
     calls = args.sessions * args.session_turns
@@ -318,10 +332,19 @@ def child_programs() -> None:
 # ---- report ---------------------------------------------------------------------------------
 
 
-def routes_for(skip_tokens: bool) -> list[Route]:
-    routes = [Route("messages direct", False, False), Route("messages gateway", True, False)]
-    if not skip_tokens:
-        routes += [Route("tokens direct", False, True), Route("tokens gateway", True, True)]
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) process `pid` has used (Linux's /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def routes_for(skip_tokens: bool, processes: int) -> list[Route]:
+    kinds = [("messages", False)] + ([] if skip_tokens else [("tokens", True)])
+    routes = []
+    for kind, tokens in kinds:
+        routes += [Route(f"{kind} direct", False, tokens), Route(f"{kind} gateway", True, tokens)]
+        if processes:
+            routes.append(Route(f"{kind} gateway x{processes}", True, tokens, processes))
     return routes
 
 
@@ -334,13 +357,14 @@ def print_per_call(results: list[CallTimes]) -> None:
             f"CPU {result.cpu_ms_per_call:6.3f} ms/call  ({result.calls} calls)"
         )
     for kind in ("messages", "tokens"):
-        direct, gateway = by_route.get(f"{kind} direct"), by_route.get(f"{kind} gateway")
-        if direct and gateway:
+        direct = by_route.get(f"{kind} direct")
+        gateways = [r for r in results if r.route.startswith(f"{kind} gateway")]
+        for gateway in gateways if direct else []:
             overhead = gateway.p50_ms - direct.p50_ms
             cpu = gateway.cpu_ms_per_call - direct.cpu_ms_per_call
             verdict = "met" if overhead <= OVERHEAD_GOAL_MS else "NOT met"
             print(
-                f"  gateway overhead ({kind}): {overhead:+.3f} ms p50, {cpu:+.3f} ms CPU per "
+                f"  overhead of {gateway.route}: {overhead:+.3f} ms p50, {cpu:+.3f} ms CPU per "
                 f"call (goal <= {OVERHEAD_GOAL_MS:g} ms p50: {verdict})"
             )
 
@@ -354,12 +378,12 @@ def print_sessions(results: list[SessionsRun], in_process: bool) -> None:
     )
     for result in results:
         goal = ""
-        if result.route.endswith("gateway"):
+        if " gateway" in result.route:
             met = result.percent_of_ideal >= SESSIONS_GOAL_PERCENT
             goal = f"  (goal >= {SESSIONS_GOAL_PERCENT:g} %: {'met' if met else 'NOT met'})"
         print(
             f"  {result.route:<17} {result.percent_of_ideal:5.1f} % of ideal  "
-            f"median {result.median_s:.3f} s  CPU here {result.cpu_ms_per_call:.3f} ms/call  "
+            f"median {result.median_s:.3f} s  gateway CPU {result.cpu_ms_per_call:.3f} ms/call  "
             f"rounds {result.rounds_s}{goal}"
         )
 
@@ -374,6 +398,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--session-turns", type=int, default=8)
     parser.add_argument("--session-rounds", type=int, default=3)
     parser.add_argument("--programs-in-process", action="store_true")
+    parser.add_argument(
+        "--gateway-processes", type=int, default=2, help="serving processes (0: leave out)"
+    )
     parser.add_argument("--tokenizer", default="smollm2", help="an embedded model's name")
     parser.add_argument("--skip-tokens", action="store_true", help="the messages route only")
     parser.add_argument("--skip-sessions", action="store_true")
@@ -389,7 +416,7 @@ def main(argv: list[str] | None = None) -> dict:
         from rllm_agents.models import load_tokenizer
 
         tokenizer = load_tokenizer(args.tokenizer)
-    routes = routes_for(args.skip_tokens)
+    routes = routes_for(args.skip_tokens, args.gateway_processes)
     calls = event_loop.run(per_call(routes, args, tokenizer))
     print_per_call(calls)
     result: dict[str, Any] = {"per_call": [asdict(c) for c in calls]}

@@ -17,6 +17,7 @@ def test_gateway_overhead_benchmark_reports_both_parts():
         "--session-rounds=1",
         "--skip-tokens",  # the token route needs transformers in two processes: slow to start
     )
-    assert "gateway overhead (messages):" in result.stdout
+    assert "overhead of messages gateway:" in result.stdout
+    assert "overhead of messages gateway x2:" in result.stdout  # served by two processes
     assert "8 sessions at once (in a child process)" in result.stdout
-    assert "messages gateway" in result.stdout
+    assert "messages gateway x2" in result.stdout

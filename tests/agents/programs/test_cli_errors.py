@@ -42,6 +42,9 @@ def test_the_installed_command_names_a_missing_program(tmp_path):
         (["--agent-cmd", sys.executable, "--agent-program", AGENT], ("not allowed with",)),
         (["--agent", "m:A", "--agent-program", AGENT], ("not allowed with",)),
         (["--agent-program", AGENT, "--max-response-tokens", "9"], ("--max-tokens",)),
+        # Serving processes copy the engine: a model loaded here cannot be.
+        (["--agent-program", AGENT, "--gateway-processes", "2"], ("--base-url", "copied")),
+        (["--gateway-processes", "2"], ("--agent-program",)),
     ],
 )
 def test_rllm_eval_refuses_bad_programs(capsys, argv, expected):

@@ -120,3 +120,21 @@ def test_rllm_eval_runs_the_agent_as_a_command(tmp_path):
     assert_recorded(episodes, samples=1)
     assert summary["errors"] == 0 and summary["infra_failures"] == 0
     assert summary["program_failures"] == {}
+
+
+def test_rllm_eval_serves_programs_from_gateway_processes(tmp_path):
+    """Against a model server, the program's calls can be served by several processes."""
+    from rllm_agents.testing.fault_server import FaultServer
+
+    output = tmp_path / "run"
+    argv = ["--env", "rllm/Math-v0", "--split", "gsm8k_test", "--num-tasks", "4"]
+    argv += ["--model", "canned", "--output", str(output), "--no-progress"]
+    with FaultServer(completion="So the answer is \\boxed{7}.") as server:
+        argv += ["--base-url", server.base_url, "--agent-program", AGENT]
+        assert main([*argv, "--gateway-processes", "2"]) == 0
+    episodes, summary = read_run(output)
+    assert len(episodes) == 4 and summary["errors"] == 0
+    for episode in episodes:
+        assert episode.termination_reason == TerminationReason.ENV_DONE, episode.error
+        assert episode.info["answer"] == "So the answer is \\boxed{7}."
+        assert episode.info["sequences"]["calls"] == 1  # recorded in a serving process

@@ -104,6 +104,14 @@ def build_parser() -> CommandParser:
         help="an agent program run as a command: the task as JSON on stdin, the endpoint in "
         "OPENAI_BASE_URL / OPENAI_API_KEY, its result as the last line of stdout",
     )
+    parser.add_argument(
+        "--gateway-processes",
+        type=int,
+        default=0,
+        metavar="N",
+        help="serve an agent program's calls from N gateway processes (with --base-url; for "
+        "hundreds of programs at once, docs/agents/gateway.md); 0: from this process",
+    )
     parser.add_argument("--agent-args", default="{}", help="JSON kwargs for the agent class")
     parser.add_argument("--parallel", type=positive_int, default=16, help="concurrent episodes")
     parser.add_argument("--max-turns", type=positive_int, default=8)
@@ -428,6 +436,13 @@ def load_program(args: argparse.Namespace) -> Any:
         program = program_from_options(args.agent_program or "", args.agent_cmd or "")
     except ProgramSpecError as error:
         raise UsageError(f"{program_flag(args)}: {error}") from error
+    if args.gateway_processes and (program is None or not args.base_url):
+        raise UsageError(
+            "--gateway-processes serves an agent program (--agent-program / --agent-cmd) "
+            "against a model server (--base-url): a model in this process cannot be copied"
+        )
+    if args.gateway_processes < 0:
+        raise UsageError(f"--gateway-processes must be 0 or more, got {args.gateway_processes}")
     if program is not None and args.max_response_tokens is not None:
         raise UsageError(
             f"--max-response-tokens: an agent program's calls are its own; bound each one "
@@ -465,6 +480,7 @@ def program_runner(
         output_path=episodes_path,
         output_append=args.resume,
         progress=False if args.no_progress else None,
+        gateway_processes=args.gateway_processes,
     )
 
 

@@ -36,6 +36,7 @@ from urllib.parse import urlsplit
 import aiohttp
 from yarl import URL
 
+from rllm_agents import json_codec
 from rllm_agents.chat.tito import render_prompt_ids
 from rllm_agents.engines.base import (
     ContextOverflow,
@@ -66,6 +67,9 @@ class _TokenPromptRejected(Exception):
 
 class OpenAIEngine:
     """RolloutEngine over the OpenAI HTTP API (chat and completions endpoints)."""
+
+    # A copy in another process reaches the same server (GatewayProcesses serves from copies).
+    serves_from_any_process = True
 
     def __init__(
         self,
@@ -274,15 +278,15 @@ class OpenAIEngine:
 
     async def _post(self, path: str, body: dict[str, Any], token_prompt: bool = False) -> dict:
         last_error = "no attempt made"
-        payload = json.dumps(body).encode()
+        payload = json_codec.dumps(body)
         url = self._urls.get(path) or URL(self.base_url + path)
         for attempt in range(self.max_retries + 1):
             retry_after: float | None = None
             try:
                 status, retry_header, raw = await self._send(url, payload)
-                text = raw.decode("utf-8", "replace")
                 if status == 200:
-                    return _json_body(text)
+                    return _json_body(raw)
+                text = raw.decode("utf-8", "replace")
                 if token_prompt and _rejects_token_prompt(status, text):
                     raise _TokenPromptRejected()
                 last_error = f"HTTP {status}: {text[:300]}"
@@ -317,11 +321,12 @@ class OpenAIEngine:
         return delay
 
 
-def _json_body(text: str) -> dict[str, Any]:
+def _json_body(raw: bytes) -> dict[str, Any]:
     try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise _Retryable(f"invalid JSON from server: {text[:200]!r}") from exc
+        data = json_codec.loads(raw)
+    except ValueError as exc:  # UnicodeDecodeError included
+        snippet = raw[:200].decode("utf-8", "replace")
+        raise _Retryable(f"invalid JSON from server: {snippet!r}") from exc
     if not isinstance(data, dict) or not data.get("choices"):
         raise _Retryable(f"response without choices: {str(data)[:200]}")
     return data

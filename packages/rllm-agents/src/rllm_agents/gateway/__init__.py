@@ -6,6 +6,8 @@ and every call it makes is recorded with the exact token ids and log-probs the e
 produced. :func:`build_sequences` turns a session's calls into token-exact training sequences.
 
 * :mod:`~rllm_agents.gateway.server` - :class:`Gateway`, the aiohttp server;
+* :mod:`~rllm_agents.gateway.processes` - :class:`GatewayProcesses`, sessions spread over
+  several serving processes (for an engine that is a remote server's client);
 * :mod:`~rllm_agents.gateway.sessions` - :class:`GatewaySession`, :class:`RecordedCall`;
 * :mod:`~rllm_agents.gateway.prompts` - prompt ids that keep the model's own earlier tokens;
 * :mod:`~rllm_agents.gateway.trajectories` - :func:`build_sequences`, :class:`SequenceReport`;
@@ -16,6 +18,7 @@ docs/agents/gateway-protocol.md describes the endpoints, session URLs, the recor
 merge and split rules.
 """
 
+from rllm_agents.gateway.processes import GatewayProcesses
 from rllm_agents.gateway.server import NO_KEY, SESSION_HEADER, Gateway
 from rllm_agents.gateway.sessions import GatewaySession, RecordedCall
 from rllm_agents.gateway.trajectories import SequenceReport, SplitNote, build_sequences
@@ -24,6 +27,7 @@ __all__ = [
     "NO_KEY",
     "SESSION_HEADER",
     "Gateway",
+    "GatewayProcesses",
     "GatewaySession",
     "RecordedCall",
     "SequenceReport",

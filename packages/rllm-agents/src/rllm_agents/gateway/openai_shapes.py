@@ -25,12 +25,12 @@ What is served and what is refused:
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from rllm_agents import json_codec
 from rllm_agents.engines.base import ModelOutput, SamplingParams
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
@@ -169,7 +169,7 @@ class CompletionRequest:
 
 def parse_json(raw: bytes) -> dict[str, Any]:
     try:
-        body = json.loads(raw)
+        body = json_codec.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise RequestError(400, f"the request body is not valid JSON: {exc}") from None
     if not isinstance(body, dict):

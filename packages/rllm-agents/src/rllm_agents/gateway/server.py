@@ -36,17 +36,17 @@ completions, so the chunks come at once after generation.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import secrets
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
+from rllm_agents import json_codec
 from rllm_agents.engines.base import (
     ContextOverflow,
     EngineError,
@@ -93,6 +93,9 @@ class Gateway:
         self._sessions: dict[str, GatewaySession] = {}
         self._runner: web.AppRunner | None = None
         self._expected_auth = f"Bearer {api_key}".encode() if api_key else None
+        # Set by a serving process of GatewayProcesses: reads the session openings its parent
+        # has sent, before a request for a session not (yet) known here gets its 404.
+        self.before_unknown_session: Callable[[], None] | None = None
 
     # ---- lifecycle ------------------------------------------------------------------------------
 
@@ -159,9 +162,7 @@ class Gateway:
             raise RuntimeError(
                 "start the gateway before opening sessions (their URLs need its port)"
             )
-        session_id = session_id or uuid.uuid4().hex
-        if not session_id.replace("-", "").replace("_", "").replace(".", "").isalnum():
-            raise ValueError(f"session id {session_id!r}: use letters, digits, '-', '_', '.'")
+        session_id = check_session_id(session_id or uuid.uuid4().hex)
         if session_id in self._sessions:
             raise ValueError(f"session {session_id!r} is already open")
         session = GatewaySession(
@@ -186,6 +187,10 @@ class Gateway:
     def close_session(self, session_id: str) -> list[RecordedCall]:
         """Stop recording `session_id` and return its calls; later calls to it get a 404."""
         return self._sessions.pop(self.session(session_id).id).close()
+
+    async def aclose_session(self, session_id: str) -> list[RecordedCall]:
+        """`close_session`, under the name :class:`GatewayProcesses` shares (it must wait)."""
+        return self.close_session(session_id)
 
     # ---- request plumbing -----------------------------------------------------------------------
 
@@ -215,6 +220,9 @@ class Gateway:
         if session_id is None:
             return None
         session = self._sessions.get(session_id)
+        if session is None and self.before_unknown_session is not None:
+            self.before_unknown_session()  # an open message may still wait in a pipe
+            session = self._sessions.get(session_id)
         if session is None:
             raise RequestError(
                 404,
@@ -275,10 +283,10 @@ class Gateway:
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         call = _Call.arrive(self._session_of(request))
-        chat = shapes.parse_chat(await self._body(request))
-        params = call.sampling(chat.sampling, chat.n)
         prompt: RenderedPrompt | None = None
-        with call.counting_failure():
+        with call.counting_failure():  # a refused request is a failed call of the session too
+            chat = shapes.parse_chat(await self._body(request))
+            params = call.sampling(chat.sampling, chat.n)
             if self.tokenizer is not None:
                 prompt = self._render(chat, call.session)
                 engine_calls = [{"prompt_ids": prompt.ids, "sampling": p} for p in params]
@@ -305,9 +313,9 @@ class Gateway:
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         call = _Call.arrive(self._session_of(request))
-        completion = shapes.parse_completion(await self._body(request))
-        params = call.sampling(completion.sampling, completion.n)
         with call.counting_failure():
+            completion = shapes.parse_completion(await self._body(request))
+            params = call.sampling(completion.sampling, completion.n)
             prompts = [self._encode(prompt) for prompt in completion.prompts]
             engine_calls = [{"prompt_ids": ids, "sampling": p} for ids in prompts for p in params]
             outputs = await self._generate_all(engine_calls)
@@ -399,14 +407,17 @@ class _Call:
             self.session.record(recorded, context)
 
 
-def _dumps(data: Any) -> bytes:
-    return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
-
-
 def _json_response(data: dict[str, Any], status: int = 200, headers: Any = None) -> web.Response:
     return web.Response(
-        body=_dumps(data), status=status, content_type="application/json", headers=headers
+        body=json_codec.dumps(data), status=status, content_type="application/json", headers=headers
     )
+
+
+def check_session_id(session_id: str) -> str:
+    """`session_id` when it can stand in a URL path as it is; ValueError otherwise."""
+    if not session_id.replace("-", "").replace("_", "").replace(".", "").isalnum():
+        raise ValueError(f"session id {session_id!r}: use letters, digits, '-', '_', '.'")
+    return session_id
 
 
 def _error_response(error: RequestError) -> web.Response:
@@ -418,7 +429,9 @@ async def _stream(request: web.Request, chunks: list[dict[str, Any]]) -> web.Str
         headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
     )
     await response.prepare(request)
-    await response.write(b"".join(b"data: " + _dumps(chunk) + b"\n\n" for chunk in chunks))
+    await response.write(
+        b"".join(b"data: " + json_codec.dumps(chunk) + b"\n\n" for chunk in chunks)
+    )
     await response.write(b"data: [DONE]\n\n")
     await response.write_eof()
     return response

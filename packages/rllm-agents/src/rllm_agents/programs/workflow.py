@@ -77,6 +77,7 @@ class ProgramWorkflows:
         timeout_s: float | None = None,
         sampling: SamplingParams | None = None,
         host: str = "127.0.0.1",
+        gateway_processes: int = 0,
     ) -> None:
         self.program = program
         self.engine = engine
@@ -86,6 +87,8 @@ class ProgramWorkflows:
         # What a program's calls leave unset (OpenAI field names).
         self.sampling_defaults = sampling.request_fields() if sampling is not None else {}
         self.host = host
+        # 0: the gateway serves from this process; N: from N processes (GatewayProcesses).
+        self.gateway_processes = gateway_processes
         self._gateway: asyncio.Future[Any] | None = None
 
     def __call__(self) -> ProgramWorkflow:
@@ -98,9 +101,14 @@ class ProgramWorkflows:
         return await asyncio.shield(self._gateway)
 
     async def _start_gateway(self) -> Any:
-        from rllm_agents.gateway import Gateway
+        from rllm_agents.gateway import Gateway, GatewayProcesses
 
-        gateway = Gateway(self.engine, host=self.host, port=0)
+        if self.gateway_processes:
+            gateway = GatewayProcesses(
+                self.engine, processes=self.gateway_processes, host=self.host
+            )
+        else:
+            gateway = Gateway(self.engine, host=self.host, port=0)
         await gateway.start()
         return gateway
 
@@ -145,7 +153,7 @@ class ProgramWorkflow(Workflow):
         except ProgramFailure as error:
             failure = error
         finally:
-            calls = gateway.close_session(session.id)  # also when cancelled: nothing leaks
+            calls = await gateway.aclose_session(session.id)  # also when cancelled
         grade: Grade | None = None
         if failure is None and not calls:
             failure = ProgramFailure(
@@ -269,6 +277,7 @@ class ProgramExecutionEngine:
         output_path: str | Path | None = None,
         output_append: bool = False,
         progress: bool | None = None,
+        gateway_processes: int = 0,
     ) -> None:
         if isinstance(program, str) or not hasattr(program, "run"):
             program = function_program(program)
@@ -279,6 +288,7 @@ class ProgramExecutionEngine:
             grader=EnvGrader(env_factory) if env_factory is not None else None,
             timeout_s=timeout,
             sampling=sampling,
+            gateway_processes=gateway_processes,
         )
         # The program's own time limit ends a run (keeping its stderr and calls); the
         # workflow engine adds none of its own.
