@@ -221,3 +221,22 @@ def test_refusals_name_the_problem_and_leave_no_run_folder(tmp_path, capsys, rec
     assert not output.exists()
     with pytest.raises(ConfigError, match="verl backend"):
         build_config(overrides={"model.init_from": str(tmp_path), "trainer.backend": "verl"})
+
+
+def test_episodes_of_validation_tasks_are_left_out(recorded):
+    settings = build_config(overrides=settings_overrides(recorded)).sft
+    first_task = recorded_episodes(recorded)[0].task["task_id"]
+    chosen, counts = select_trajectories(settings, frozenset({first_task}))
+    assert counts.held_out == 2 and counts.selected == len(chosen) == 4  # 2 samples a task
+    assert all(item.trajectory.task["task_id"] != first_task for item in chosen)
+    best, _ = select_trajectories(
+        build_config(overrides={**settings_overrides(recorded), "sft.best_per_task": True}).sft
+    )
+    assert len(best) == 3  # one per task
+    for item in best:
+        rivals = [e.reward for e in recorded_episodes(recorded) if e.task == item.trajectory.task]
+        assert item.trajectory.reward == max(rivals)
+
+
+def settings_overrides(recorded) -> dict:
+    return {"algorithm.name": "sft", "sft.data": [str(recorded)], "sft.min_reward": 0}

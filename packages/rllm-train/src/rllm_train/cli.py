@@ -284,11 +284,14 @@ def check_native(config: TrainConfig) -> None:
             checkpoint_file(config.model.init_from)
         except FileNotFoundError as error:
             raise ConfigError(f"model.init_from: {error}") from error
-    if config.algorithm.name == "sft":
-        from rllm_train.native.sft_data import select_trajectories
-
-        select_trajectories(config.sft)  # the files exist and hold episodes that pass
     multiagent = multiagent_setup(config)
+    if config.algorithm.name == "sft":
+        from rllm_train.datasets import run_data
+        from rllm_train.native.sft_data import select_trajectories, validation_task_ids
+
+        # The files exist and hold episodes that pass, on tasks the run does not validate on.
+        val = run_data(config).val if multiagent is None else None
+        select_trajectories(config.sft, validation_task_ids(val))
     if multiagent is None:  # a multi-agent env: its seats are checked there
         if not config.env.entry_point:
             check_env(config.env.id, config.env.kwargs)

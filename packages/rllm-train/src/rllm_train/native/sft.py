@@ -25,7 +25,7 @@ import torch
 
 from rllm_train.config import TrainConfig
 from rllm_train.native.batch import TensorBatch, TrainSequence, to_tensors
-from rllm_train.native.sft_data import select_trajectories, sft_sequences
+from rllm_train.native.sft_data import select_trajectories, sft_sequences, validation_task_ids
 from rllm_train.native.trainer import NativeTrainer
 
 SFT_STREAM = 13  # seeds the order of the fine-tuning data apart from the other draws
@@ -59,9 +59,8 @@ class SFTTrainer(NativeTrainer):
     """The native trainer with a fine-tuning step (see the module doc)."""
 
     def __init__(self, config: TrainConfig, **kwargs: Any) -> None:
-        # The files are read and the threshold applied before any model loads.
-        chosen, self.selection = select_trajectories(config.sft)
         super().__init__(config, **kwargs)
+        chosen, self.selection = select_trajectories(config.sft, validation_task_ids(self.data.val))
         data = sft_sequences(
             chosen,
             self.tokenizer,
@@ -140,6 +139,7 @@ class SFTTrainer(NativeTrainer):
             "sft/sequences": len(self.sequences),
             "sft/trajectories": self.selection.selected,
             "sft/trajectories_recorded": self.selection.trajectories,
+            "sft/held_out_episodes": self.selection.held_out,
             "sft/retokenized": self.retokenized,
         }
 

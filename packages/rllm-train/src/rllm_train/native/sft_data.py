@@ -5,7 +5,7 @@ Episodes come from rllm-eval run folders (``OUTPUT/episodes.jsonl``) or episode 
 that format; a shared reader of versioned episode records can take its place without changing
 anything else here.
 
-The trajectories kept are those the RL trainer would train on (:func:`~.batch.trained_trajectories`:
+The trajectories kept are those - of tasks the run does not validate on - the RL trainer would train on (:func:`~.batch.trained_trajectories`:
 no infrastructure failure, no engine error, the trained model's seats) whose reward is at least
 ``sft.min_reward`` - optionally only the best one of each task and role. They become sequences
 through the RL batch builders (:data:`~.batch.SEQUENCE_BUILDERS`), so the same tokens carry the
@@ -31,6 +31,7 @@ from typing import Any
 
 from rllm_agents.chat.tito import encode, render_prompt_ids
 from rllm_agents.types import Episode, Step, Trajectory
+from rllm_envs.core.task_set import TaskSet
 
 from rllm_train.config import ConfigError, SFTConfig
 from rllm_train.native.batch import SEQUENCE_BUILDERS, TrainSequence, trained_trajectories
@@ -77,6 +78,12 @@ def read_episode_file(path: Path) -> Iterator[tuple[int, Episode]]:
                 ) from None
 
 
+def task_ids(episode: Episode) -> set[str]:
+    """The names an episode's task goes by: its row's ``task_id`` and rllm-eval's task key."""
+    task = episode.task if isinstance(episode.task, dict) else {}
+    return {str(name) for name in (task.get("task_id"), episode.info.get("task_key")) if name}
+
+
 def task_group(episode: Episode) -> str:
     """The task an episode played: rllm-eval's task key, else the task's id, else the episode's."""
     task = episode.task if isinstance(episode.task, dict) else {}
@@ -97,22 +104,30 @@ def keep_best_per_group(chosen: list[Selected]) -> list[Selected]:
 @dataclass(frozen=True)
 class SelectionCounts:
     episodes: int
-    trajectories: int  # trainable trajectories of usable episodes
+    held_out: int  # episodes left out because their task is validated on
+    trajectories: int  # trainable trajectories of the other usable episodes
     selected: int
 
 
-def select_trajectories(settings: SFTConfig) -> tuple[list[Selected], SelectionCounts]:
+def select_trajectories(
+    settings: SFTConfig, held_out: frozenset[str] = frozenset()
+) -> tuple[list[Selected], SelectionCounts]:
     """The trajectories to fine-tune on, from every file of ``settings.data``, in order.
 
-    A ConfigError when a file is missing or unreadable, or when nothing reaches the threshold.
+    Episodes of a task in `held_out` (the ids of the run's validation rows) are left out, so
+    that validation still measures tasks the model never trained on. A ConfigError when a
+    file is missing or unreadable, or when nothing reaches the threshold.
     """
     chosen: list[Selected] = []
-    episodes = trajectories = 0
+    episodes = skipped = trajectories = 0
     best_reward = float("-inf")
     for spec in settings.data:
         path = episodes_path(spec)
         for number, episode in read_episode_file(path):
             episodes += 1
+            if task_ids(episode) & held_out:
+                skipped += 1
+                continue
             for trajectory, group in trained_trajectories([episode], [task_group(episode)]):
                 trajectories += 1
                 best_reward = max(best_reward, trajectory.reward)
@@ -120,15 +135,23 @@ def select_trajectories(settings: SFTConfig) -> tuple[list[Selected], SelectionC
                     chosen.append(Selected(trajectory, group, f"{path}:{number}"))
     if settings.best_per_task:
         chosen = keep_best_per_group(chosen)
-    counts = SelectionCounts(episodes, trajectories, len(chosen))
+    counts = SelectionCounts(episodes, skipped, trajectories, len(chosen))
     if not chosen:
         best = f" (the best has {best_reward:g})" if trajectories else ""
+        validated = f", {skipped} more on validation tasks" if skipped else ""
         raise ConfigError(
             f"sft.min_reward: none of the {trajectories} trainable trajectories in "
-            f"{episodes} episodes of {', '.join(settings.data)} has a reward of at least "
-            f"{settings.min_reward:g}{best}; lower sft.min_reward or record better episodes"
+            f"{episodes} episodes of {', '.join(settings.data)}{validated} has a reward of at "
+            f"least {settings.min_reward:g}{best}; lower sft.min_reward or record better episodes"
         )
     return chosen, counts
+
+
+def validation_task_ids(val: TaskSet | None) -> frozenset[str]:
+    """The task ids of a run's validation rows (none without held-out rows)."""
+    if val is None:
+        return frozenset()
+    return frozenset(str(row["task_id"]) for row in val if row.get("task_id") is not None)
 
 
 def has_token_ids(trajectory: Trajectory) -> bool:
