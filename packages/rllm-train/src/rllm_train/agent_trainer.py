@@ -96,13 +96,13 @@ class AgentTrainer:
 
             verl_backend.run(self.config)
             return read_metrics(Path(self.config.trainer.output) / METRICS_FILE)
-        from rllm_train.native.trainer import NativeTrainer
+        from rllm_train.native.trainers import trainer_class
 
         env_factory = None
         if self.env_class is not None:  # made from the class itself: it may live in __main__
             arguments = dict(self.config.env.kwargs)
             env_factory = lambda: self.env_class(**arguments)  # noqa: E731
-        trainer = NativeTrainer(
+        trainer = trainer_class(self.config)(
             self.config,
             agent_class=self.agent_class,
             agent_args=self.agent_args,

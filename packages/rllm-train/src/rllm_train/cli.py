@@ -56,6 +56,8 @@ examples:
   rllm-train --env tictactoe_v0 --algorithm rae rollout.n=1           # self-play, every seat
   rllm-train --env rllm/Math-v0 --agent-program examples/gateway/math_agent.py:run   # a program
   rllm-train --env rllm/Math-v0 --agent-cmd "python my_agent.py"      # a program as a command
+  rllm-train --algorithm sft --data runs/eval --output runs/sft    # fine-tune on the best episodes
+  rllm-train --init-from runs/sft --output runs/rl                 # then RL from that checkpoint
 """
 
 # Command-line flag -> the config key it sets.
@@ -71,11 +73,14 @@ FLAG_KEYS: dict[str, str] = {
     "executor": "rollout.executor",
     "ray_address": "rollout.ray_address",
 }
+# Flags given more than once, whose values form a list.
+LIST_FLAG_KEYS: dict[str, str] = {"data": "sft.data"}
 # Flags whose values are taken as given, not read as YAML: a command line may hold ": " or
 # "#", which YAML would turn into a mapping or a comment.
 VERBATIM_FLAG_KEYS: dict[str, str] = {
     "agent_program": "program.function",
     "agent_cmd": "program.command",
+    "init_from": "model.init_from",
 }
 
 
@@ -144,6 +149,19 @@ def build_parser() -> CommandParser:
         "OPENAI_BASE_URL / OPENAI_API_KEY, result as the last line of stdout)",
     )
     parser.add_argument(
+        "--data",
+        action="append",
+        metavar="RUN|FILE",
+        help="--algorithm sft: recorded episodes to fine-tune on, an rllm-eval --output folder "
+        "or an episodes.jsonl (repeatable)",
+    )
+    parser.add_argument(
+        "--init-from",
+        metavar="RUN|CHECKPOINT",
+        help="start from a checkpoint's weights (a run's output dir, e.g. an sft run's), not "
+        "the model's own; the optimizer and step count start afresh",
+    )
+    parser.add_argument(
         "--no-progress", action="store_true", help="no progress bar (e.g. in CI logs)"
     )
     parser.add_argument(
@@ -168,7 +186,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         overrides.append("trainer.progress=false")
     verbatim = [
         (key, getattr(args, flag))
-        for flag, key in VERBATIM_FLAG_KEYS.items()
+        for flag, key in {**VERBATIM_FLAG_KEYS, **LIST_FLAG_KEYS}.items()
         if getattr(args, flag) is not None
     ]
     return build_config(args.config, [*overrides, *verbatim, *args.overrides])
@@ -180,18 +198,26 @@ RUN_MARKERS = ("checkpoints/latest", "metrics.jsonl", "config.yaml")
 
 def _run_native(config: TrainConfig, lock: RunLock) -> None:
     from rllm_train.native.reporting import run_summary, step_rows
-    from rllm_train.native.trainer import NativeTrainer
+    from rllm_train.native.trainers import trainer_class
 
-    every_row = NativeTrainer(config, run_lock=lock).train()
+    every_row = trainer_class(config)(config, run_lock=lock).train()
     rows = step_rows(every_row)
-    if rows:
+    summary = run_summary(every_row)
+    if "sft_probe_loss_first" in summary:  # the recorded rewards say nothing new: the loss does
+        print(
+            f"rllm-train: {len(rows)} fine-tuning steps on {summary['sft_sequences']} sequences; "
+            f"loss on them {summary['sft_probe_loss_first']:.3f} -> "
+            f"{summary['sft_probe_loss_last']:.3f}; checkpoint in "
+            f"{config.trainer.output}/checkpoints (rllm-train --init-from "
+            f"{config.trainer.output} ... starts RL from it)"
+        )
+    elif rows:
         first, last = rows[0], rows[-1]
         print(
             f"rllm-train: {len(rows)} steps; reward {first['reward_mean']:.3f} (step "
             f"{first['step']}) -> {last['reward_mean']:.3f} (step {last['step']}); "
             f"metrics in {config.trainer.output}/metrics.jsonl"
         )
-    summary = run_summary(every_row)
     if "val_reward_first" in summary:
         print(
             f"rllm-train: held-out validation reward {summary['val_reward_first']:.3f} (step "
@@ -240,14 +266,6 @@ def check_native(config: TrainConfig) -> None:
     """
     from rllm_agents.models import EMBEDDED_MODELS, resolve_model
 
-    from rllm_train.config import BACKEND_ONLY_ALGORITHMS
-
-    if config.algorithm.name in BACKEND_ONLY_ALGORITHMS:
-        backend, reason = BACKEND_ONLY_ALGORITHMS[config.algorithm.name]
-        raise ConfigError(
-            f"algorithm.name: {config.algorithm.name} runs on --backend {backend} only: {reason}"
-        )
-
     from rllm_train.envs import check_env
     from rllm_train.native.multiagent_setup import multiagent_setup
 
@@ -259,7 +277,21 @@ def check_native(config: TrainConfig) -> None:
     from rllm_train.datasets import run_data
     from rllm_train.native.program_sampler import check_program_run
 
+    if config.model.init_from:
+        from rllm_train.native.checkpoint import checkpoint_file
+
+        try:
+            checkpoint_file(config.model.init_from)
+        except FileNotFoundError as error:
+            raise ConfigError(f"model.init_from: {error}") from error
     multiagent = multiagent_setup(config)
+    if config.algorithm.name == "sft":
+        from rllm_train.datasets import run_data
+        from rllm_train.native.sft_data import select_trajectories, validation_task_ids
+
+        # The files exist and hold episodes that pass, on tasks the run does not validate on.
+        val = run_data(config).val if multiagent is None else None
+        select_trajectories(config.sft, validation_task_ids(val))
     if multiagent is None:  # a multi-agent env: its seats are checked there
         if not config.env.entry_point:
             check_env(config.env.id, config.env.kwargs)

@@ -10,6 +10,7 @@ bad key.
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -21,13 +22,18 @@ from rllm_agents.run_folder import write_atomic
 
 from rllm_train.verl.options import VerlOptions
 
-ALGORITHMS = ("grpo", "rloo", "reinforce_plus_plus", "ppo", "rae", "remax")
+ALGORITHMS = ("grpo", "rloo", "reinforce_plus_plus", "ppo", "rae", "remax", "sft")
 # Algorithms one backend runs and the other cannot: name -> (backend, why the other cannot).
 BACKEND_ONLY_ALGORITHMS = {
     "remax": (
         "verl",
         "ReMax's baseline is a greedy rollout of each task, which verl's trainer runs "
         "between sampling and the update",
+    ),
+    "sft": (
+        "native",
+        "fine-tuning on recorded episodes is a step of the native trainer, and verl's own "
+        "SFT trainer is not wired to rllm's episodes",
     ),
 }
 BACKENDS = ("native", "verl")
@@ -50,6 +56,10 @@ class ModelConfig:
     lora_alpha: int = 32
     lora_target_modules: list[str] = field(default_factory=lambda: ["q_proj", "v_proj"])
     gradient_checkpointing: bool = False
+    # A trainer checkpoint to start from (--init-from): a run's output dir, its checkpoints/
+    # dir, a checkpoints/step_N dir or a state.pt. Its trained weights replace the model's
+    # before the first step (RL after an SFT run); the optimizer and step count start afresh.
+    init_from: str = ""
 
 
 @dataclass
@@ -155,6 +165,20 @@ class AlgorithmConfig:
 
 
 @dataclass
+class SFTConfig:
+    # algorithm.name=sft: fine-tune on the best recorded episodes (docs/training/sft.md).
+    # rllm-eval run folders or episodes.jsonl files (--data, repeatable).
+    data: list[str] = field(default_factory=list)
+    min_reward: float = 1.0  # trajectories with at least this reward are trained on
+    best_per_task: bool = False  # of those, only the best one of each task (and role)
+    batch_size: int = 8  # sequences per step, drawn epoch by epoch in a seeded order
+    # Render each turn again from its recorded messages with the trained model's chat
+    # template instead of using the recorded token ids (episodes of another model, e.g. a
+    # bigger one behind an API). Episodes recorded without ids are always rendered again.
+    retokenize: bool = False
+
+
+@dataclass
 class TrainerConfig:
     backend: str = "native"
     steps: int = 16
@@ -188,6 +212,7 @@ class TrainConfig:
     multiagent: MultiAgentConfig = field(default_factory=MultiAgentConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    sft: SFTConfig = field(default_factory=SFTConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     verl: VerlOptions = field(default_factory=VerlOptions)  # used by the verl backend only
 
@@ -219,6 +244,7 @@ POSITIVE = (
     "trainer.micro_batch_size",
     "trainer.ppo_epochs",
     "trainer.keep_checkpoints",
+    "sft.batch_size",
 )
 NON_NEGATIVE = (
     "rollout.temperature",
@@ -401,6 +427,19 @@ def validate(config: TrainConfig) -> None:
     for key in NON_NEGATIVE:
         if get_value(config, key) < 0:
             raise ConfigError(f"{key}: must be 0 or more, got {get_value(config, key)!r}")
+    if config.algorithm.name in BACKEND_ONLY_ALGORITHMS:
+        backend, reason = BACKEND_ONLY_ALGORITHMS[config.algorithm.name]
+        if config.trainer.backend != backend:
+            raise ConfigError(
+                f"algorithm.name: {config.algorithm.name} runs on --backend {backend} only: "
+                f"{reason}"
+            )
+    _check_sft(config)
+    if config.model.init_from and config.trainer.backend != "native":
+        raise ConfigError(
+            "model.init_from: names a native trainer checkpoint, which the verl backend does not "
+            "load; verl starts from a Hugging Face model directory (model.name)"
+        )
     if not config.env.id.strip():
         raise ConfigError("env.id: must name a Gymnasium environment id")
     if config.rollout.executor == "ray":
@@ -424,6 +463,23 @@ def validate(config: TrainConfig) -> None:
             f"rollout.n: {config.algorithm.name} compares rollouts within a group, so it needs "
             f"at least 2 per task, got {config.rollout.n}"
         )
+
+
+def _check_sft(config: TrainConfig) -> None:
+    if config.algorithm.name != "sft":
+        if config.sft.data:
+            raise ConfigError(
+                f"sft.data: recorded episodes are trained on with --algorithm sft, not "
+                f"{config.algorithm.name}"
+            )
+        return
+    if not config.sft.data:
+        raise ConfigError(
+            "sft.data: --algorithm sft trains on recorded episodes; name them with --data "
+            "RUN_FOLDER_OR_FILE (an rllm-eval --output folder or an episodes.jsonl)"
+        )
+    if not math.isfinite(config.sft.min_reward):
+        raise ConfigError(f"sft.min_reward: must be a finite number, got {config.sft.min_reward}")
 
 
 def _check_ray_rollouts(config: TrainConfig) -> None:

@@ -137,3 +137,23 @@ def checkpoint_file(path: str | Path) -> Path:
         f"no trainer checkpoint at {str(path)!r} (give a run's output dir, its checkpoints/ "
         "dir or a checkpoints/step_N dir)"
     )
+
+
+def missing_tensors(model, weights: dict[str, torch.Tensor]) -> set[str]:
+    """The model's trained tensors that `weights` lacks (a checkpoint of another model, or
+    of LoRA adapters for a full model, or the reverse)."""
+    return set(trainable_state(model)) - set(weights)
+
+
+def load_weights(model, path: str | Path) -> int:
+    """Load the trained weights of the checkpoint at `path` (see :func:`checkpoint_file`) into
+    `model`; returns the step it was saved at. A ValueError if it lacks any trained tensor."""
+    payload = torch.load(checkpoint_file(path), map_location="cpu", weights_only=False)
+    missing = missing_tensors(model, payload["model"])
+    if missing:
+        raise ValueError(
+            f"checkpoint {str(path)!r} lacks {len(missing)} of the model's trained tensors (a "
+            "checkpoint of another model, or of LoRA adapters where none are trained?)"
+        )
+    model.load_state_dict(payload["model"], strict=False)
+    return int(payload["step"])

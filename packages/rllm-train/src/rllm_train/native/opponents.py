@@ -26,16 +26,16 @@ class FrozenModel:
 
 def _with_checkpoint(policy: Any, path: str) -> Any:
     copy = frozen_copy(policy)
-    state = torch.load(checkpoint.checkpoint_file(path), map_location="cpu", weights_only=False)
-    weights = state["model"]
-    expected = {name for name, p in policy.named_parameters() if p.requires_grad}
-    missing = expected - set(weights)
+    # The copy's parameters no longer require a gradient: what the checkpoint must hold is
+    # what the policy trains.
+    weights = torch.load(checkpoint.checkpoint_file(path), map_location="cpu", weights_only=False)
+    missing = checkpoint.missing_tensors(policy, weights["model"])
     if missing:
         raise ConfigError(
             f"multiagent.seats: checkpoint {path!r} lacks {len(missing)} of the trained "
             "model's tensors (a checkpoint of another model?)"
         )
-    copy.load_state_dict(weights, strict=False)
+    copy.load_state_dict(weights["model"], strict=False)
     return copy
 
 

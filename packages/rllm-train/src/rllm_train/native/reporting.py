@@ -90,6 +90,7 @@ def step_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def run_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The reward over the reported steps (all of the run's, resumes included)."""
+    every_row = rows
     validated = [row for row in rows if "val/reward_mean" in row]
     rows = step_rows(rows)
     if not rows:
@@ -101,6 +102,12 @@ def run_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "reward_last": last["reward_mean"],
         "reward_best": max(row["reward_mean"] for row in rows),
     }
+    probed = [row for row in every_row if "sft/probe_loss" in row]
+    if probed:  # fine-tuning: the loss on the chosen sequences, before and after
+        summary["sft_probe_loss_first"] = probed[0]["sft/probe_loss"]
+        summary["sft_probe_loss_last"] = probed[-1]["sft/probe_loss"]
+        sizes = [row["sft/sequences"] for row in every_row if "sft/sequences" in row]
+        summary["sft_sequences"] = sizes[0] if sizes else None
     if validated:  # held-out validation: before training (step 0) and after the last step
         summary["val_steps"] = [validated[0]["step"], validated[-1]["step"]]
         summary["val_reward_first"] = validated[0]["val/reward_mean"]

@@ -182,6 +182,12 @@ class NativeTrainer:
         self.device = pick_device(config.trainer.device)
         _seed_everything(config.trainer.seed)
         self.model, self.tokenizer, compute_dtype = load_policy(config.model, self.device)
+        if config.model.init_from:
+            # Before the reference and the frozen players are copied: they start from it too.
+            try:
+                checkpoint.load_weights(self.model, config.model.init_from)
+            except (FileNotFoundError, ValueError) as error:
+                raise ConfigError(f"model.init_from: {error}") from error
         # bf16 (or fp16) runs as autocast on a GPU; the weights and optimizer stay float32.
         self.autocast_dtype = (
             compute_dtype if self.device.type == "cuda" and compute_dtype != torch.float32 else None
@@ -576,7 +582,7 @@ class NativeTrainer:
         state = checkpoint.load_latest(self.output / "checkpoints")
         if state is None:
             return
-        missing = set(checkpoint.trainable_state(self.model)) - set(state.model)
+        missing = checkpoint.missing_tensors(self.model, state.model)
         if missing:
             raise RuntimeError(f"checkpoint lacks {len(missing)} trained tensors (another model?)")
         self.model.load_state_dict(state.model, strict=False)
@@ -604,6 +610,16 @@ class NativeTrainer:
         return checkpoint.save(
             self.output / "checkpoints", state, self.config.trainer.keep_checkpoints
         )
+
+    def start_metrics(self) -> dict[str, Any]:
+        """The "step 0" row of a fresh run (empty: none): validation before training."""
+        if self.config.trainer.val_before_train or self.validates_held_out:
+            return self.validate()
+        return {}
+
+    def end_metrics(self) -> dict[str, Any]:
+        """Metrics measured once more after the last step, into its row."""
+        return {}
 
     def _plotted_rates(self) -> dict[str, str]:
         """Rates drawn beside the reward: the trained model's success against the others."""
@@ -640,9 +656,9 @@ class NativeTrainer:
         rows: list[dict[str, Any]] = list(log.earlier_rows)
         checkpoint_seconds: float | None = None
         try:
-            validate_first = trainer.val_before_train or self.validates_held_out
-            if validate_first and self.completed_steps == 0:
-                start = {"step": 0, **self.validate()}
+            start = self.start_metrics() if self.completed_steps == 0 else {}
+            if start:
+                start = {"step": 0, **start}
                 log.write(start)
                 rows.append(start)
             with progress:
@@ -654,6 +670,8 @@ class NativeTrainer:
                     last = self.validates_held_out and self.completed_steps == trainer.steps
                     if periodic or last:
                         row.update(self.validate())
+                    if self.completed_steps == trainer.steps:
+                        row.update(self.end_metrics())
                     if checkpoint_seconds is not None:
                         row["time/checkpoint_s"] = checkpoint_seconds  # the previous save's
                         checkpoint_seconds = None

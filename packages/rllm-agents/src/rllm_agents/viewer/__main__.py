@@ -1,0 +1,5 @@
+import sys
+
+from rllm_agents.viewer.cli import main
+
+sys.exit(main())

@@ -1,0 +1,292 @@
+"""What the viewer shows, as plain data: a run folder's episodes, filters, one episode's turns.
+
+A run folder is an ``rllm-eval --output`` folder (``episodes.jsonl``, ``summary.json``) or an
+``rllm-train`` one (``metrics.jsonl`` with a row per step, ``config.yaml``, and episodes in
+``episodes.jsonl`` where the run kept them). Episodes are read with this module's own small
+reader of today's format (one ``Episode.to_dict()`` a line); a shared reader of versioned
+episode records can take its place.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rllm_agents.types import Episode, Trajectory
+
+EPISODES_FILE = "episodes.jsonl"
+METRICS_FILE = "metrics.jsonl"
+RUN_FILES = (EPISODES_FILE, METRICS_FILE, "summary.json")
+OK = "ok"  # the outcome of an episode that ran to an end
+ERROR = "error"  # the outcome of one the model server or the loop ended
+
+
+class RunError(ValueError):
+    """A path that is not a run folder, or a file in it that cannot be read (names which)."""
+
+
+@dataclass(frozen=True)
+class Run:
+    path: Path
+    kind: str  # "eval" or "train"
+    model: str  # what the run's config names, "" when unknown
+    env: str
+    episodes: list[Episode]
+    metrics: list[dict[str, Any]]  # rllm-train's per-step rows ([] for rllm-eval)
+    summary: dict[str, Any]
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as error:
+            raise RunError(f"{path}:{number} is not JSON ({error.msg})") from None
+    return rows
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise RunError(f"{path} is not JSON ({error.msg})") from None
+    return data if isinstance(data, dict) else {}
+
+
+def _train_config(folder: Path) -> dict[str, Any]:
+    path = folder / "config.yaml"
+    if not path.is_file():
+        return {}
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    return data if isinstance(data, dict) else {}
+
+
+def load_run(path: str | Path) -> Run:
+    """The run in folder `path` (or the episodes file `path`); a RunError if there is none."""
+    folder = Path(path).expanduser()
+    if folder.is_file():
+        episodes_path, folder = folder, folder.parent
+    else:
+        if not folder.is_dir():
+            raise RunError(f"{path} does not exist")
+        episodes_path = folder / EPISODES_FILE
+        if not any((folder / name).is_file() for name in RUN_FILES):
+            raise RunError(
+                f"{path} is not a run folder: it holds none of {', '.join(RUN_FILES)} "
+                "(give an rllm-eval --output or rllm-train --output folder)"
+            )
+    episodes = []
+    if episodes_path.is_file():
+        for number, row in enumerate(_read_jsonl(episodes_path), start=1):
+            try:
+                episodes.append(Episode.from_dict(row))
+            except (TypeError, ValueError) as error:
+                raise RunError(f"{episodes_path}:{number} is not an episode ({error})") from None
+    metrics_path = folder / METRICS_FILE
+    metrics = _read_jsonl(metrics_path) if metrics_path.is_file() else []
+    summary = _read_json(folder / "summary.json")
+    train = _train_config(folder) if metrics or (folder / "config.yaml").is_file() else {}
+    if train:
+        model = str(train.get("model", {}).get("name", ""))
+        env = str(train.get("env", {}).get("id", ""))
+    else:
+        config = summary.get("config", {}) if isinstance(summary.get("config"), dict) else {}
+        model, env = str(config.get("model") or ""), str(config.get("env") or "")
+    kind = "train" if train else "eval"
+    return Run(folder, kind, model, env, episodes, metrics, summary)
+
+
+# ---- the list and its filters -----------------------------------------------------------------
+
+
+def outcome(episode: Episode) -> str:
+    """How an episode ended, for the filter: the env's failure kind, ``error``, or ``ok``."""
+    if episode.failure:
+        return str(episode.failure)
+    if episode.error:
+        return ERROR
+    return OK
+
+
+def task_name(episode: Episode) -> str:
+    task = episode.task if isinstance(episode.task, dict) else {}
+    return str(episode.info.get("task_key") or task.get("task_id") or episode.id)
+
+
+def episode_row(index: int, episode: Episode) -> dict[str, Any]:
+    """One line of the episode list."""
+    steps = [step for trajectory in episode.trajectories for step in trajectory.steps]
+    return {
+        "index": index,
+        "id": episode.id,
+        "task": task_name(episode),
+        "reward": episode.reward,
+        "correct": episode.is_correct,
+        "termination": episode.termination_reason.value if episode.termination_reason else None,
+        "outcome": outcome(episode),
+        "turns": len(steps),
+        "tokens": sum(len(step.response_ids) for step in steps),
+    }
+
+
+@dataclass(frozen=True)
+class EpisodeQuery:
+    reward_min: float = -math.inf
+    reward_max: float = math.inf
+    task: str = ""  # a part of the task name
+    outcome: str = ""  # one outcome; "" = any
+
+    @classmethod
+    def from_params(cls, params: dict[str, str]) -> EpisodeQuery:
+        """From URL query parameters; a RunError naming a bad number."""
+        numbers = {}
+        for key in ("reward_min", "reward_max"):
+            text = params.get(key, "").strip()
+            if text:
+                try:
+                    numbers[key] = float(text)
+                except ValueError:
+                    raise RunError(f"{key}: expected a number, got {text!r}") from None
+        return cls(
+            task=params.get("task", "").strip(), outcome=params.get("outcome", ""), **numbers
+        )
+
+    def matches(self, row: dict[str, Any]) -> bool:
+        return (
+            self.reward_min <= row["reward"] <= self.reward_max
+            and self.task.lower() in row["task"].lower()
+            and (not self.outcome or row["outcome"] == self.outcome)
+        )
+
+
+def run_overview(run: Run) -> dict[str, Any]:
+    """The page's header: what the run is, the filter choices, the per-step curve."""
+    rows = [episode_row(index, episode) for index, episode in enumerate(run.episodes)]
+    rewards = [row["reward"] for row in rows]
+    return {
+        "path": str(run.path),
+        "kind": run.kind,
+        "model": run.model,
+        "env": run.env,
+        "episodes": len(rows),
+        "mean_reward": sum(rewards) / len(rewards) if rewards else None,
+        "outcomes": sorted({row["outcome"] for row in rows}),
+        "reward_range": [min(rewards), max(rewards)] if rewards else None,
+        "curve": reward_curve(run.metrics),
+    }
+
+
+def reward_curve(metrics: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per training step: the mean reward, and the validation reward where measured."""
+    points = []
+    for row in metrics:
+        point = {"step": row.get("step", 0)}
+        for key in ("reward_mean", "val/reward_mean", "loss"):
+            if isinstance(row.get(key), (int, float)):
+                point[key] = row[key]
+        if len(point) > 1:
+            points.append(point)
+    return points
+
+
+# ---- one episode --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Segment:
+    text: str
+    trained: bool  # the tokens carry loss in training (the model generated them)
+    tokens: int
+
+
+@dataclass
+class TokenView:
+    segments: list[Segment] = field(default_factory=list)
+    decoded: bool = True  # False: the segments hold token ids, no tokenizer was at hand
+
+
+def token_segments(
+    ids: list[int], mask: list[int], decode: Callable[[list[int]], str] | None
+) -> list[Segment]:
+    """Runs of tokens with the same mask, decoded (or as ids without a tokenizer)."""
+    segments: list[Segment] = []
+    start = 0
+    for position in range(1, len(ids) + 1):
+        if position == len(ids) or bool(mask[position]) != bool(mask[start]):
+            run = ids[start:position]
+            text = decode(run) if decode else " ".join(str(token) for token in run)
+            segments.append(Segment(text, bool(mask[start]), len(run)))
+            start = position
+    return segments
+
+
+def trajectory_tokens(
+    trajectory: Trajectory, decode: Callable[[list[int]], str] | None
+) -> TokenView:
+    """The trajectory's tokens as trained: the whole conversation when it has one token list,
+    else turn by turn (prompt, then completion)."""
+    if trajectory.response_ids:
+        ids = list(trajectory.prompt_ids) + list(trajectory.response_ids)
+        mask = [0] * len(trajectory.prompt_ids) + [int(m) for m in trajectory.response_mask]
+        return TokenView(token_segments(ids, mask, decode), decode is not None)
+    view = TokenView(decoded=decode is not None)
+    for step in trajectory.steps:
+        ids = list(step.prompt_ids) + list(step.response_ids)
+        mask = [0] * len(step.prompt_ids) + [1] * len(step.response_ids)
+        view.segments.extend(token_segments(ids, mask, decode))
+    return view
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+def episode_detail(
+    index: int, episode: Episode, decode: Callable[[list[int]], str] | None
+) -> dict[str, Any]:
+    """Everything the episode page shows: each agent's turns, rewards and trained tokens."""
+    trajectories = []
+    for trajectory in episode.trajectories:
+        turns = [
+            {
+                "observation": _jsonable(step.observation),
+                "response": step.model_response,
+                "thought": step.thought,
+                "action": _jsonable(step.action),
+                "reward": step.reward,
+                "done": step.done,
+                "info": _jsonable(step.info),
+                "finish_reason": step.finish_reason,
+            }
+            for step in trajectory.steps
+        ]
+        view = trajectory_tokens(trajectory, decode)
+        trajectories.append(
+            {
+                "name": trajectory.name,
+                "reward": trajectory.reward,
+                "turns": turns,
+                "tokens": [asdict(segment) for segment in view.segments],
+                "tokens_decoded": view.decoded,
+                "info": _jsonable(trajectory.info),
+            }
+        )
+    return {
+        **episode_row(index, episode),
+        "error": episode.error,
+        "failure": episode.failure,
+        "task_data": _jsonable(episode.task),
+        "metrics": episode.metrics,
+        "trajectories": trajectories,
+    }

@@ -1,0 +1,204 @@
+"""``rllm-view``: the run's data as the page gets it, and the page itself in a real Chromium.
+
+The run folder is an rllm-train one (``metrics.jsonl`` with a per-step reward) holding episodes
+whose tokens come from the tiny model's tokenizer: a two-turn episode with a tool call, one
+ended by an env failure and one by an engine error. Screenshots go to ``$RLLM_TEST_ARTIFACTS``
+(else the test's temporary folder).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from pathlib import Path
+
+import pytest
+from rllm_agents.types import Episode, Step, TerminationReason, Trajectory
+from rllm_agents.viewer.cli import main, token_decoder
+from rllm_agents.viewer.runs import EpisodeQuery, RunError, episode_detail, load_run
+from rllm_agents.viewer.server import Viewer, make_server, serve_in_background
+
+from tests.parts import require_part
+
+
+def _tool_episode(encode) -> Episode:
+    prompt = encode("<|im_start|>user\nWhat is 17 * 3?<|im_end|>\n<|im_start|>assistant\n")
+    call = encode('{"name": "calculator", "arguments": {"expression": "17*3"}}<|im_end|>')
+    between = encode("\n<|im_start|>user\nTool result: 51<|im_end|>\n<|im_start|>assistant\n")
+    answer = encode("The answer is 51.<|im_end|>")
+    steps = [
+        Step(
+            observation="What is 17 * 3?",
+            model_response='{"name": "calculator", "arguments": {"expression": "17*3"}}',
+            action={"tool": "calculator", "arguments": {"expression": "17*3"}},
+            reward=0.0,
+            prompt_ids=prompt,
+            response_ids=call,
+        ),
+        Step(
+            observation="Tool result: 51",
+            model_response="The answer is 51.",
+            action="The answer is 51.",
+            reward=1.0,
+            done=True,
+            prompt_ids=prompt + call + between,
+            response_ids=answer,
+        ),
+    ]
+    trajectory = Trajectory(
+        name="solver",
+        steps=steps,
+        reward=1.0,
+        prompt_ids=prompt,
+        response_ids=call + between + answer,
+        response_mask=[1] * len(call) + [0] * len(between) + [1] * len(answer),
+    )
+    return Episode(
+        id="mul-17-3:0",
+        task={"task_id": "mul-17-3"},
+        termination_reason=TerminationReason.ENV_DONE,
+        trajectories=[trajectory],
+        is_correct=True,
+        info={"task_key": "mul-17-3"},
+    )
+
+
+def _ended_early(task: str, **ending) -> Episode:
+    step = Step(observation=f"Task {task}", model_response="...", action="...", reward=0.0)
+    return Episode(
+        id=f"{task}:0",
+        task={"task_id": task},
+        trajectories=[Trajectory(steps=[step], reward=0.0)],
+        info={"task_key": task},
+        **ending,
+    )
+
+
+@pytest.fixture(scope="module")
+def tiny_decode():
+    decode, why = token_decoder("tiny")
+    assert decode is not None, why
+    return decode
+
+
+@pytest.fixture(scope="module")
+def run_folder(tmp_path_factory) -> Path:
+    from rllm_agents.models import load_tokenizer
+
+    tokenizer = load_tokenizer("tiny")
+
+    def encode(text: str) -> list[int]:
+        return list(tokenizer.encode(text, add_special_tokens=False))
+
+    episodes = [
+        _tool_episode(encode),
+        _ended_early(
+            "add-2-2",
+            termination_reason=TerminationReason.ENV_FAILURE,
+            failure="sandbox_boot",
+        ),
+        _ended_early(
+            "add-3-4", termination_reason=TerminationReason.ERROR, error="server went away"
+        ),
+    ]
+    folder = tmp_path_factory.mktemp("view") / "run"
+    folder.mkdir()
+    (folder / "episodes.jsonl").write_text("".join(e.to_json() + "\n" for e in episodes))
+    rows = [{"step": 0, "val/reward_mean": 0.2}] + [
+        {"step": step, "reward_mean": 0.1 * step, "loss": 1.0 / step} for step in range(1, 6)
+    ]
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    (folder / "config.yaml").write_text("model: {name: tiny}\nenv: {id: rllm/Math-v0}\n")
+    return folder
+
+
+def test_the_run_as_data(run_folder, tiny_decode):
+    run = load_run(run_folder)
+    assert (run.kind, run.model, run.env, len(run.episodes)) == ("train", "tiny", "rllm/Math-v0", 3)
+    viewer = Viewer(run, None)
+    outcomes = [row["outcome"] for row in viewer.episodes({})["episodes"]]
+    assert outcomes == ["ok", "sandbox_boot", "error"]
+    assert [row["task"] for row in viewer.episodes({"reward_min": "0.5"})["episodes"]] == [
+        "mul-17-3"
+    ]
+    assert viewer.episodes({"outcome": "error", "task": "ADD"})["episodes"][0]["index"] == 2
+    with pytest.raises(RunError, match="reward_max"):
+        EpisodeQuery.from_params({"reward_max": "lots"})
+    curve = viewer.overview({})["curve"]
+    assert curve[0] == {"step": 0, "val/reward_mean": 0.2} and len(curve) == 6
+    # The trained tokens are the two replies; the tool result between them is context.
+    [trajectory] = episode_detail(0, run.episodes[0], tiny_decode)["trajectories"]
+    trained = "".join(s["text"] for s in trajectory["tokens"] if s["trained"])
+    context = "".join(s["text"] for s in trajectory["tokens"] if not s["trained"])
+    assert trained.startswith('{"name": "calculator"') and trained.endswith("51.<|im_end|>")
+    assert "Tool result: 51" in context and "Tool result" not in trained
+
+
+def test_bad_paths_are_one_line(tmp_path, capsys):
+    assert main([str(tmp_path / "none")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert main([str(tmp_path)]) == 2
+    assert "not a run folder" in capsys.readouterr().err
+    (tmp_path / "episodes.jsonl").write_text("{}\n{broken\n")
+    assert main([str(tmp_path)]) == 2
+    assert "episodes.jsonl:2 is not JSON" in capsys.readouterr().err
+
+
+@pytest.fixture()
+def browser():
+    require_part(
+        importlib.util.find_spec("playwright") is not None,
+        "playwright is not installed (pip install 'rllm-envs[web]')",
+    )
+    from playwright.sync_api import sync_playwright
+    from rllm_envs.web.browser import find_browser
+
+    executable = find_browser()
+    require_part(executable is not None, "no Chromium found (apt-get install chromium)")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=executable)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+def test_the_page_in_chromium_filters_and_opens_an_episode(
+    run_folder, tiny_decode, browser, tmp_path
+):
+    artefacts = Path(os.environ.get("RLLM_TEST_ARTIFACTS") or tmp_path)
+    artefacts.mkdir(parents=True, exist_ok=True)
+    server = make_server(Viewer(load_run(run_folder), tiny_decode))
+    serve_in_background(server)
+    try:
+        host, port = server.server_address[:2]
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.goto(f"http://{host}:{port}/")
+        page.wait_for_selector("#episodes tr")
+        assert page.locator("#episodes tr").count() == 3
+        assert page.locator("#reward-curve polyline").count() == 2  # train and validation
+        page.screenshot(path=str(artefacts / "viewer-list.png"))
+
+        page.select_option("#outcome", "sandbox_boot")
+        page.wait_for_function("document.querySelectorAll('#episodes tr').length === 1")
+        assert page.locator("#episodes tr td").nth(1).inner_text() == "add-2-2"
+        page.select_option("#outcome", "")
+        page.fill("#reward_min", "0.5")
+        page.wait_for_function("document.querySelectorAll('#episodes tr').length === 1")
+
+        page.locator("#episodes tr").first.click()
+        page.wait_for_selector("#episode-title")
+        assert "mul-17-3" in page.inner_text("#episode-title")
+        assert page.locator(".turn").count() == 2
+        assert "calculator" in page.locator(".turn .action").first.inner_text()
+        trained = page.locator(".tokens .trained").all_inner_texts()
+        assert any("The answer is 51." in text for text in trained)
+        assert not any("Tool result" in text for text in trained)
+        page.screenshot(path=str(artefacts / "viewer-episode.png"), full_page=True)
+        assert errors == []
+    finally:
+        server.shutdown()
+        server.server_close()
