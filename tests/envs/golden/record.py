@@ -114,7 +114,7 @@ class ScriptedEngine:
         messages: list[dict[str, Any]] | None = None,
         *,
         prompt_ids: list[int] | None = None,
-        sampling: SamplingParams = SamplingParams(),
+        sampling: SamplingParams | None = None,
         tools: list[dict[str, Any]] | None = None,
     ) -> ModelOutput:
         turn = sum(message.get("role") == "assistant" for message in messages or [])
