@@ -5,7 +5,7 @@
 
 Each env is played through the real recording path - the execution engine with the env's
 registered agent for Gymnasium ids, the multi-agent workflow engine for PettingZoo modules -
-so a golden file is an ordinary episode file (docs/episodes.md). Single-agent envs get their
+so a golden file is an ordinary episode file (docs/agents/episodes.md). Single-agent envs get their
 replies from :class:`ScriptedEngine` (the script may read the task the seed draws, to give a
 right answer as well as wrong and malformed ones); multi-agent envs are played by the seeded
 ``random`` scripted player on every seat. tests/envs/test_golden_replay.py replays each file:

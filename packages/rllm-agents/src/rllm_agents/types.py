@@ -10,7 +10,7 @@
   :class:`TerminationReason`, correctness, env failure kind, timings and metrics; since format
   version 2 also the :class:`EnvRecord` (which env, made how, reset with which seed, and every
   action sent to it with what it answered) that replay and re-score need, and the policy
-  (model name and version) that played it. The format is documented in docs/episodes.md.
+  (model name and version) that played it. The format is documented in docs/agents/episodes.md.
 """
 
 from __future__ import annotations

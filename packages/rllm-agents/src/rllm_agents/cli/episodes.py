@@ -10,7 +10,7 @@ or an episode file. Replay writes ``RUN/replay.json``; rescore writes
 ``RUN/rescore/<grader>.jsonl`` (a row per episode, old and new scores) and
 ``RUN/rescore/<grader>.summary.json``. Exit status: 0 no difference (replay) / every score
 agrees (rescore); 1 some differ; 2 bad input (no such run, a damaged file, an unknown grader).
-docs/episodes.md describes the record, replay and re-score.
+docs/agents/episodes.md describes the record, replay and re-score.
 """
 
 from __future__ import annotations

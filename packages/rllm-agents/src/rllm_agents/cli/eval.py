@@ -13,7 +13,7 @@
 Models: ``tiny`` / ``smollm2`` (embedded) or a local Hugging Face directory run in-process by
 the batched local engine (token-level); with ``--base-url`` any OpenAI-compatible server;
 with ``--llamacpp`` a llama.cpp server started and stopped for the run. Writes
-``OUTPUT/episodes.jsonl`` (one episode a line, the record of docs/episodes.md: with each
+``OUTPUT/episodes.jsonl`` (one episode a line, the record of docs/agents/episodes.md: with each
 episode's env, seed and every action and observation, so that ``rllm-eval replay`` and
 ``rllm-eval rescore`` can use it) and ``OUTPUT/summary.json``.
 

@@ -8,7 +8,7 @@
   episodes again (``rllm-eval rescore RUN --grader ...``).
 
 The record itself (:class:`~rllm_agents.types.Episode` with its
-:class:`~rllm_agents.types.EnvRecord`) is documented in docs/episodes.md.
+:class:`~rllm_agents.types.EnvRecord`) is documented in docs/agents/episodes.md.
 """
 
 from rllm_agents.episodes.records import (

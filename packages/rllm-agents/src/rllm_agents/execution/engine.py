@@ -28,7 +28,7 @@ Recording (``record_env``, on by default): each Episode carries an
 :class:`~rllm_agents.types.EnvRecord` - the env's id and arguments (from an
 :class:`~rllm_agents.execution.env_spec.EnvSpec` factory, or the env's Gymnasium spec), the
 reset seed and task, and every action with the env's raw answer - which is what
-``rllm-eval replay`` and ``rllm-eval rescore`` read (docs/episodes.md). ``policy`` (model name
+``rllm-eval replay`` and ``rllm-eval rescore`` read (docs/agents/episodes.md). ``policy`` (model name
 and version) is stamped on every episode.
 """
 
