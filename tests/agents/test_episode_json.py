@@ -29,7 +29,8 @@ def test_odd_values_become_plain_json_and_round_trip():
     assert json.loads(json.dumps(data)) == data  # nothing json would change or refuse
     assert data["termination_reason"] == "env_done"
     assert list(data) == ["id", "task", "termination_reason", "trajectories", "is_correct",
-                          "failure", "error", "metrics", "info"]  # fmt: skip
+                          "failure", "error", "metrics", "info", "env", "policy", "timings",
+                          "format_version"]  # fmt: skip
     written = data["trajectories"][0]["steps"][0]
     assert written["observation"] == [[1, 2], [3, 4]]
     assert written["action"] == ["Left", 0]

@@ -7,7 +7,10 @@
   rendered token-in/token-out it also holds the whole multi-turn sequence as one token list
   (``prompt_ids`` + ``response_ids``) with ``response_mask`` 1 on model-generated tokens only.
 * An :class:`Episode` is one task run to its end: task, trajectories (one per agent), the
-  :class:`TerminationReason`, correctness, env failure kind, timings and metrics.
+  :class:`TerminationReason`, correctness, env failure kind, timings and metrics; since format
+  version 2 also the :class:`EnvRecord` (which env, made how, reset with which seed, and every
+  action sent to it with what it answered) that replay and re-score need, and the policy
+  (model name and version) that played it. The format is documented in docs/agents/episodes.md.
 """
 
 from __future__ import annotations
@@ -17,6 +20,11 @@ import json
 from dataclasses import dataclass, field, fields
 from enum import Enum
 from typing import Any
+
+# Version 1: the records written before the version field existed (no env record, no policy).
+# Version 2: adds ``env``, ``policy``, ``timings`` and ``format_version`` itself.
+EPISODE_FORMAT_VERSION = 2
+UNVERSIONED_FORMAT = 1
 
 
 class TerminationReason(str, Enum):
@@ -93,6 +101,78 @@ class Trajectory:
 
 
 @dataclass
+class Transition:
+    """One env call after reset, exactly as the env saw and answered it.
+
+    For a Gymnasium env the values are the step's own; for a PettingZoo parallel env each is
+    a dict by agent (the joint action of one cycle and what every agent got back). ``info``
+    holds only the keys of :data:`KEPT_INFO_KEYS` (per agent for PettingZoo): the full info is
+    on the agent's Step, and the rest (timings, sandbox details) varies from run to run.
+    """
+
+    action: Any = None
+    observation: Any = None
+    reward: Any = 0.0
+    terminated: Any = False
+    truncated: Any = False
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _fields_to_dict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Transition:
+        return cls(**_known_fields(cls, data))
+
+
+# The info keys a Transition keeps: what says how a step went, stable across identical runs.
+KEPT_INFO_KEYS = (
+    "task_id",
+    "action_valid",
+    "is_correct",
+    "failure",
+    "end_reason",
+    "outcome",
+    "to_act",
+)
+
+
+@dataclass
+class EnvRecord:
+    """What replay needs to play an episode again with no model: which env, made how, reset
+    how, and every action with the env's answer.
+
+    ``api`` says how to make and drive the env: ``"gymnasium"`` (``gym.make(id, **kwargs)``;
+    ``id`` may be ``"module:ns/Name-vN"``) or ``"pettingzoo.parallel"`` (``id`` a module path,
+    ``module.parallel_env(**kwargs)``). ``id`` is None when the engine's env factory did not
+    say what it makes (a plain lambda over an env without a Gymnasium spec).
+    """
+
+    api: str = "gymnasium"
+    id: str | None = None
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    seed: int | None = None
+    options: dict[str, Any] | None = None
+    reset_observation: Any = None
+    reset_info: dict[str, Any] = field(default_factory=dict)
+    transitions: list[Transition] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _fields_to_dict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EnvRecord:
+        values = _known_fields(cls, data)
+        values["transitions"] = [Transition.from_dict(t) for t in values.get("transitions", [])]
+        return cls(**values)
+
+
+def kept_info(info: dict[str, Any]) -> dict[str, Any]:
+    """The KEPT_INFO_KEYS of one info dict."""
+    return {key: info[key] for key in KEPT_INFO_KEYS if key in info}
+
+
+@dataclass
 class Episode:
     id: str = ""
     task: Any = None
@@ -103,6 +183,12 @@ class Episode:
     error: str | None = None  # what went wrong, for ERROR/TIMEOUT endings
     metrics: dict[str, float] = field(default_factory=dict)  # llm_time, env_time, tokens, ...
     info: dict[str, Any] = field(default_factory=dict)
+    env: EnvRecord | None = None  # None: not recorded (a workflow with no env of its own)
+    # Who played: {"name": model name, "version": weights version (a trainer step, a
+    # checkpoint), ...}; multi-agent episodes add "seats": {seat: policy name}.
+    policy: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)  # started_at, finished_at (unix s)
+    format_version: int = EPISODE_FORMAT_VERSION
 
     @property
     def reward(self) -> float:
@@ -120,6 +206,10 @@ class Episode:
         ]
         if values.get("termination_reason") is not None:
             values["termination_reason"] = TerminationReason(values["termination_reason"])
+        if values.get("env") is not None:
+            values["env"] = EnvRecord.from_dict(values["env"])
+        # A record without the field predates it: it is version 1, whatever the default is.
+        values.setdefault("format_version", UNVERSIONED_FORMAT)
         return cls(**values)
 
     def to_json(self) -> str:
@@ -167,8 +257,13 @@ def _jsonable(value: Any) -> Any:
         return value.value
     if isinstance(value, (str, bool, int, float)):
         return value
-    if isinstance(value, (Step, Trajectory, Episode)):
+    if isinstance(value, (Step, Trajectory, Episode, EnvRecord, Transition)):
         return value.to_dict()
     if hasattr(value, "tolist"):  # numpy arrays and scalars
         return value.tolist()
     return str(value)
+
+
+def plain_json(value: Any) -> Any:
+    """`value` as it reads back from an episode file (plain JSON types: what replay compares)."""
+    return _jsonable(value)

@@ -7,10 +7,15 @@
     rllm-eval --env rllm/Math-v0 --model smollm2 --agent-program examples/gateway/math_agent.py:run
     rllm-eval --env rllm/Math-v0 --model smollm2 --agent-cmd "python my_agent.py"
 
+    rllm-eval replay runs/math                   # recorded actions against the env, no model
+    rllm-eval rescore runs/math --grader math    # stored episodes graded again, no model
+
 Models: ``tiny`` / ``smollm2`` (embedded) or a local Hugging Face directory run in-process by
 the batched local engine (token-level); with ``--base-url`` any OpenAI-compatible server;
 with ``--llamacpp`` a llama.cpp server started and stopped for the run. Writes
-``OUTPUT/episodes.jsonl`` (one episode a line) and ``OUTPUT/summary.json``.
+``OUTPUT/episodes.jsonl`` (one episode a line, the record of docs/agents/episodes.md: with each
+episode's env, seed and every action and observation, so that ``rllm-eval replay`` and
+``rllm-eval rescore`` can use it) and ``OUTPUT/summary.json``.
 
 Agents: the env's registered agent, a ``BaseAgent`` class (``--agent``), or an agent program
 that talks to the model over the OpenAI API, served to it by a recording gateway
@@ -42,6 +47,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rllm_agents.cli import episodes as episodes_cli
 from rllm_agents.cli import eval_multiagent
 from rllm_agents.cli.usage import (
     CommandParser,
@@ -140,6 +146,11 @@ def build_parser() -> CommandParser:
         "status is 1 (default 0: any)",
     )
     parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument(
+        "--no-env-record",
+        action="store_true",
+        help="leave each episode's env record out (the run then cannot be replayed)",
+    )
     return parser
 
 
@@ -220,11 +231,13 @@ def env_kwargs_from(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def make_env_factory(env_id: str, kwargs: dict[str, Any]) -> Callable[[], Any]:
-    """A factory for `env_id` (checked against Gymnasium's registry first) with `kwargs`."""
-    import gymnasium as gym
+    """A factory for `env_id` (checked against Gymnasium's registry first) with `kwargs`.
 
-    plain_id = check_env_id(env_id)
-    return lambda: gym.make(plain_id, **kwargs)
+    An EnvSpec, so every episode records which env it played (for ``rllm-eval replay``)."""
+    from rllm_agents.execution.env_spec import EnvSpec
+
+    check_env_id(env_id)
+    return EnvSpec(env_id, dict(kwargs))
 
 
 def first_env(env_factory: Callable[[], Any], env_id: str, kwargs: dict[str, Any]) -> Any:
@@ -391,6 +404,8 @@ async def evaluate(
                     output_path=episodes_path,
                     output_append=args.resume,
                     progress=False if args.no_progress else None,
+                    policy=policy_record(args),
+                    record_env=not args.no_env_record,
                 )
             if not jobs:
                 new = []
@@ -425,6 +440,15 @@ async def evaluate(
         if claim is not None:
             claim.release(started)
     return episodes, summary
+
+
+def policy_record(args: argparse.Namespace) -> dict[str, Any]:
+    """Who plays, as each episode records it: the model's name and where it was served."""
+    served_by = "openai" if args.base_url else "llamacpp" if args.llamacpp else "local"
+    record: dict[str, Any] = {"name": args.model, "engine": served_by}
+    if args.base_url:
+        record["base_url"] = args.base_url
+    return record
 
 
 def load_program(args: argparse.Namespace) -> Any:
@@ -544,6 +568,8 @@ def print_summary(summary: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else list(argv)
+    if arguments and arguments[0] in episodes_cli.SUBCOMMANDS:  # replay, rescore: no model
+        return episodes_cli.main(arguments)
     if eval_multiagent.requested(arguments):  # a PettingZoo env module: games, not episodes
         return eval_multiagent.main(arguments)
     # SIGTERM unwinds like Ctrl-C: a llama.cpp server (or other child) is stopped on the way.

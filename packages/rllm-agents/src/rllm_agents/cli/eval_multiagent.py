@@ -35,6 +35,7 @@ from typing import Any
 from rllm_agents.agents.opponents import OPPONENTS, scripted_move
 from rllm_agents.engines import make_engine
 from rllm_agents.engines.base import SamplingParams
+from rllm_agents.execution.env_spec import ParallelEnvSpec
 from rllm_agents.execution.multiagent import game_tasks, multiagent_engine
 from rllm_agents.execution.policies import ModelPolicy, ScriptedPolicy
 from rllm_agents.types import Episode
@@ -203,7 +204,7 @@ async def evaluate(args: argparse.Namespace) -> tuple[list[Episode], dict[str, A
     try:
         policies, extra = make_policies(args, engine, tokenizer)
         runner = multiagent_engine(
-            lambda: module.parallel_env(**kwargs),
+            ParallelEnvSpec(module.__name__, kwargs),
             policies,
             n_parallel=args.parallel,
             retry_limit=args.retries,

@@ -23,6 +23,13 @@ local engine's batches - and so the rollout - reproducible bit for bit
 (:mod:`rllm_agents.execution.dispatch`). With ``sampling_seed`` every request of episode i,
 turn t is sampled with its own seed from (sampling_seed, i, t), so what an episode draws does
 not depend on what shares its batch.
+
+Recording (``record_env``, on by default): each Episode carries an
+:class:`~rllm_agents.types.EnvRecord` - the env's id and arguments (from an
+:class:`~rllm_agents.execution.env_spec.EnvSpec` factory, or the env's Gymnasium spec), the
+reset seed and task, and every action with the env's raw answer - which is what
+``rllm-eval replay`` and ``rllm-eval rescore`` read (docs/agents/episodes.md). ``policy`` (model name
+and version) is stamped on every episode.
 """
 
 from __future__ import annotations
@@ -54,10 +61,19 @@ from rllm_agents.execution.dispatch import (
     wait_for_own_time,
 )
 from rllm_agents.execution.env_slot import EnvSlot, FactoryProbe, LoopPacer, check_call_policy
+from rllm_agents.execution.env_spec import EnvIdentity, env_identity
 from rllm_agents.execution.progress import RewardProgress
 from rllm_agents.metrics import summarize_episodes
 from rllm_agents.run_folder import fault_point
-from rllm_agents.types import Episode, Step, TerminationReason, Trajectory
+from rllm_agents.types import (
+    EnvRecord,
+    Episode,
+    Step,
+    TerminationReason,
+    Trajectory,
+    Transition,
+    kept_info,
+)
 
 
 class EpisodeEnded(Exception):
@@ -82,6 +98,8 @@ class _Run:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     env_reward: float = 0.0  # the env's rewards summed, for agents that do not record them
+    env_record: EnvRecord | None = None
+    started_at: float = dataclasses.field(default_factory=time.time)
 
 
 class AgentExecutionEngine:
@@ -114,6 +132,8 @@ class AgentExecutionEngine:
         executor: where episodes run - ``"inline"`` (this process), ``"ray"`` (workers of a
             Ray cluster, :mod:`rllm_agents.execution.ray_executor`; or pass a configured
             ``RayExecutor``). Same API and results either way; ``close()`` releases workers.
+        record_env: record each episode's env calls (an EnvRecord, for replay and re-score).
+        policy: who plays, stamped on every episode (``{"name": ..., "version": ...}``).
     """
 
     def __init__(
@@ -149,6 +169,8 @@ class AgentExecutionEngine:
         sampling_seed: int | None = None,
         max_context_tokens: int | None = None,
         executor: str | Any = "inline",
+        record_env: bool = True,
+        policy: dict[str, Any] | None = None,
     ) -> None:
         self._owned_engine = None
         if agent_class is not None or env_class is not None:
@@ -205,6 +227,9 @@ class AgentExecutionEngine:
         self.sampling_seed = sampling_seed
         self.max_context_tokens = max_context_tokens
         self.executor = resolve_executor(executor)
+        self.record_env = record_env
+        self.policy = dict(policy or {})
+        self._env_identity: EnvIdentity | None = None  # learnt from the first env made
         self.last_metrics: dict[str, Any] = {}
         self._rewrites_history: bool | None = None
         # What the factory's first env declared (inline-safe or not), kept for later runs.
@@ -336,6 +361,8 @@ class AgentExecutionEngine:
         reset_time = time.perf_counter() - started
         run.last_info = dict(info)
         run.reset_task_id = info.get("task_id")
+        if self.record_env:
+            run.env_record = self._env_record(slot, run, options, observation, info)
         run.agent.update_from_env(observation, 0.0, False, info)
         if info.get("failure"):
             return TerminationReason.ENV_FAILURE
@@ -357,6 +384,11 @@ class AgentExecutionEngine:
             step.env_time = time.perf_counter() - started + (reset_time if turn == 0 else 0.0)
             run.last_info = dict(info)
             run.env_reward += float(reward)
+            if run.env_record is not None:
+                run.env_record.transitions.append(
+                    Transition(action.action, observation, reward, terminated, truncated,
+                               kept_info(info))
+                )  # fmt: skip
             run.agent.update_from_env(observation, reward, terminated or truncated, info)
             record_outcome(step, reward, terminated or truncated, info)
             ending = env_ending(info, terminated, truncated)
@@ -408,6 +440,27 @@ class AgentExecutionEngine:
         run.completion_tokens += len(completion_ids) or len(output.logprobs)
         return output, llm_time, prompt_ids
 
+    def _env_record(
+        self,
+        slot: EnvSlot,
+        run: _Run,
+        options: dict[str, Any] | None,
+        observation: Any,
+        info: dict[str, Any],
+    ) -> EnvRecord:
+        if self._env_identity is None:  # one factory, one identity: read it once per engine
+            self._env_identity = env_identity(self.env_factory, slot.env)
+        identity = self._env_identity
+        return EnvRecord(
+            api=identity.api,
+            id=identity.id,
+            kwargs=identity.kwargs,
+            seed=run.seed,
+            options=options,
+            reset_observation=observation,
+            reset_info=kept_info(info),
+        )
+
     def _response_budget_left(self, run: _Run) -> int | None:
         if self.max_response_tokens is None:
             return None
@@ -442,6 +495,9 @@ class AgentExecutionEngine:
                 "completion_tokens": float(run.completion_tokens),
             },
             info={"task_key": task_key, "seed": run.seed},
+            env=run.env_record,
+            policy=dict(self.policy),
+            timings={"started_at": run.started_at, "finished_at": time.time()},
         )
 
 

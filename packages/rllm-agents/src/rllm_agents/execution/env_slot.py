@@ -171,6 +171,11 @@ class EnvSlot:
             self._make()
         return getattr(self._env, method)(*args, **kwargs)
 
+    @property
+    def env(self) -> Any:
+        """The slot's current env (None before the first call and after a discard)."""
+        return self._env
+
     def discard(self) -> None:
         """Drop the env (closed on its thread once any stuck call returns) and start afresh.
 

@@ -31,7 +31,11 @@ are the seat's whole conversation as one sequence (mask 1 on generated tokens). 
 ``prefix_consistent``. ``Episode.info``: ``task_key`` (the env's ``task_id``), ``seed``,
 ``seating``, ``roles``, ``outcomes``, ``end_reason``; ``Episode.metrics``: ``turns``,
 ``cycles``, ``llm_time``, ``env_time``, ``prompt_tokens``, ``completion_tokens`` and
-``reward/<seat>``.
+``reward/<seat>``. ``Episode.env``: the game's :class:`~rllm_agents.types.EnvRecord` (api
+``pettingzoo.parallel``; each transition one cycle's joint action and the env's answer by
+seat), named when the env factory is a
+:class:`~rllm_agents.execution.env_spec.ParallelEnvSpec`; ``Episode.policy["seats"]``: the
+policy name per seat.
 """
 
 from __future__ import annotations
@@ -48,9 +52,18 @@ import numpy as np
 from rllm_agents.engines.event_loop import all_or_none
 from rllm_agents.execution.engine import env_ending, record_tokens
 from rllm_agents.execution.env_slot import EnvSlot, FactoryProbe, LoopPacer, check_call_policy
+from rllm_agents.execution.env_spec import PARALLEL_API, env_identity
 from rllm_agents.execution.policies import Policy, SeatPlay
 from rllm_agents.execution.workflow import AgentWorkflowEngine, Workflow
-from rllm_agents.types import Episode, Step, TerminationReason, Trajectory
+from rllm_agents.types import (
+    EnvRecord,
+    Episode,
+    Step,
+    TerminationReason,
+    Trajectory,
+    Transition,
+    kept_info,
+)
 
 ANY_SEAT = "*"
 DEFAULT_MAX_CYCLES = 200
@@ -182,6 +195,7 @@ class MultiAgentWorkflow(Workflow):
         seed = task.get("seed")
         options = {"task": task["task"]} if task.get("task") is not None else None
         clock = _Clock()
+        started_at = time.time()
         try:
             observations, infos = await clock.env(slot.call("reset", seed=seed, options=options))
         except Exception as exc:
@@ -202,7 +216,23 @@ class MultiAgentWorkflow(Workflow):
             play.agent.reset()
             policy.start(play)
             seats[seat] = play
-        state = _Game(seats=seats, infos=dict(infos), observations=dict(observations))
+        identity = env_identity(self.pool.env_factory)
+        record = EnvRecord(
+            api=PARALLEL_API,
+            id=identity.id,
+            kwargs=identity.kwargs,
+            seed=seed,
+            options=options,
+            reset_observation=dict(observations),
+            reset_info={seat: kept_info(info) for seat, info in infos.items()},
+        )
+        state = _Game(
+            seats=seats,
+            infos=dict(infos),
+            observations=dict(observations),
+            record=record,
+            started_at=started_at,
+        )
         reason, error = await self._cycles(slot, state, clock)
         return self._episode(uid, task, state, reason, error, clock)
 
@@ -227,6 +257,7 @@ class MultiAgentWorkflow(Workflow):
                 state.env_error = True
                 return TerminationReason.ERROR, f"env: {type(exc).__name__}: {exc}"
             state.cycles += 1
+            state.record_cycle(actions, *result)
             self._take(state, *result, acting=acting, env_time=clock.last)
             if any(info.get("failure") for info in state.infos.values()):
                 self._finish_all(state)
@@ -328,6 +359,9 @@ class MultiAgentWorkflow(Workflow):
             failure=failure,
             error=error,
             metrics=metrics,
+            env=state.record,
+            policy={"seats": {t.name: t.info["policy"] for t in trajectories}},
+            timings={"started_at": state.started_at, "finished_at": time.time()},
             info={
                 "task_key": str(first_info.get("task_id", uid.rsplit(":", 1)[0])),
                 "seed": task.get("seed"),
@@ -371,9 +405,33 @@ class _Game:
     observations: dict[str, Any]
     cycles: int = 0
     env_error: bool = False
+    record: EnvRecord | None = None
+    started_at: float = 0.0
 
     def __post_init__(self) -> None:
         self.ended: dict[str, TerminationReason | None] = {}
+
+    def record_cycle(
+        self,
+        actions: dict,
+        observations: dict,
+        rewards: dict,
+        terminations: dict,
+        truncations: dict,
+        infos: dict,
+    ) -> None:
+        """Keep one cycle's joint action and the env's whole answer (for replay)."""
+        if self.record is not None:
+            self.record.transitions.append(
+                Transition(
+                    dict(actions),
+                    dict(observations),
+                    dict(rewards),
+                    dict(terminations),
+                    dict(truncations),
+                    {seat: kept_info(info) for seat, info in infos.items()},
+                )
+            )
 
     def ending(self) -> TerminationReason:
         reasons = set(self.ended.values())

@@ -181,7 +181,7 @@ def function_program(spec: str | Callable[..., Any]) -> FunctionProgram:
         raise ProgramSpecError(
             f"{spec!r} is not of the form module:function or path/to/file.py:function"
         )
-    module = _load_module(location)
+    module = load_module(location)
     target: Any = module
     for part in attribute.split("."):
         target = getattr(target, part, None)
@@ -228,7 +228,8 @@ def program_from_options(function: str = "", command: str = "") -> AgentProgram 
     return PROGRAM_KINDS[kind](text)
 
 
-def _load_module(location: str) -> Any:
+def load_module(location: str) -> Any:
+    """A module by import path, or a ``.py`` file's (ProgramSpecError saying why not)."""
     if location.endswith(".py"):
         return _load_file(Path(location))
     try:

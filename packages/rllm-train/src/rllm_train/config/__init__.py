@@ -201,6 +201,9 @@ class TrainerConfig:
     resume: bool = False
     tensorboard: bool = True
     progress: bool = True
+    # Write every step's sampled episodes (docs/agents/episodes.md) to OUTPUT/episodes/step_NNNN.jsonl:
+    # for replay, re-scoring and SFT; off by default (they hold every token id of the run).
+    save_episodes: bool = False
 
 
 @dataclass

@@ -109,8 +109,10 @@ class MultiAgentSetup:
 
     @property
     def env_factory(self) -> Callable[[], Any]:
-        module, kwargs = self.module, dict(self.kwargs)
-        return lambda: module.parallel_env(**kwargs)
+        # A ParallelEnvSpec names the env, so sampled episodes record it (and replay).
+        from rllm_agents.execution.env_spec import ParallelEnvSpec
+
+        return ParallelEnvSpec(self.module.__name__, dict(self.kwargs))
 
     @property
     def policies(self) -> list[str]:

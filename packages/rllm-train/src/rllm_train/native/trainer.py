@@ -466,6 +466,8 @@ class NativeTrainer:
         )
         episodes = sampled.episodes
         self.last_episodes = episodes  # for inspection (benchmarks, debugging)
+        if self.config.trainer.save_episodes:
+            self.save_episodes(step, episodes)
         rollout_seconds = time.perf_counter() - started
         groups = [str(seed) for seed in seeds]
         sequences = episodes_to_sequences(
@@ -505,6 +507,18 @@ class NativeTrainer:
             **(seat_metrics(episodes) if self.multiagent is not None else {}),
             **self._baseline_metrics(),
         }
+
+    def save_episodes(self, step: int, episodes: list[Episode]) -> None:
+        """Write a step's sampled episodes, stamped with the weights that played them (the
+        model after `step` updates). Atomic, so a step replayed after a resume replaces its
+        file instead of adding to it."""
+        from rllm_agents.episodes.records import TRAIN_EPISODES_FOLDER, episodes_text
+
+        for episode in episodes:
+            episode.policy.update(name=self.config.model.name, version=f"step-{step}")
+        folder = self.output / TRAIN_EPISODES_FOLDER
+        folder.mkdir(exist_ok=True)
+        write_atomic(folder / f"step_{step + 1:04d}.jsonl", episodes_text(episodes))
 
     def _rewards(self, episodes: list[Episode]) -> list[float]:
         """What a step reports as its reward: the trained seats' in a multi-agent run."""

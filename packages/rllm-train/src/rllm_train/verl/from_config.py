@@ -72,6 +72,12 @@ def _refuse_native_only(config: Any) -> None:
             "sample, while a game yields one trajectory per seat, each with its own reward and "
             "role group"
         )
+    if config.trainer.save_episodes:
+        raise VerlConfigError(
+            "trainer.save_episodes: the native backend writes each step's sampled episodes; "
+            "verl's agent loop keeps its samples inside verl's batches (use --backend native, "
+            "or rllm-eval --output for recorded episodes)"
+        )
     if config.algorithm.name == "rae":
         raise VerlConfigError(
             "algorithm.name: rae keeps per-role running baselines across steps, which verl's "

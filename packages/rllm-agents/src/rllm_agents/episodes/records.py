@@ -1,0 +1,120 @@
+"""Episode records on disk: one JSON object a line (``Episode.to_json``), read back here.
+
+Where the episodes of a path are (:func:`episode_files`):
+
+* a ``.jsonl`` file: that file;
+* an ``rllm-eval`` run folder: its ``episodes.jsonl``;
+* an ``rllm-train`` run folder: ``episodes/step_*.jsonl`` in step order (written with
+  ``trainer.save_episodes``), or that ``episodes`` folder itself.
+
+A run killed while writing (``kill -9``) can leave its last line cut short; that line has no
+newline at its end, which is how it is told apart from damage: it is skipped and reported
+(:class:`ReadReport`), while a bad line *with* its newline is a :class:`EpisodeFileError`.
+Records of every format version read (version 1, written before the version field, reads
+with no env record); a record from a newer version than this code knows is refused.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rllm_agents.types import EPISODE_FORMAT_VERSION, Episode
+
+EVAL_EPISODES_FILE = "episodes.jsonl"
+TRAIN_EPISODES_FOLDER = "episodes"
+TRAIN_STEP_PATTERN = "step_*.jsonl"
+
+
+class EpisodeFileError(ValueError):
+    """A path that holds no episodes, or a record that cannot be read; one line for the user."""
+
+
+@dataclass
+class ReadReport:
+    """What a read found besides the episodes: lines cut short by a killed writer."""
+
+    files: list[Path] = field(default_factory=list)
+    episodes: int = 0
+    cut_lines: list[str] = field(default_factory=list)  # "path:line" of each partial last line
+
+    def describe(self) -> str:
+        cut = f"; skipped a cut-short last line at {', '.join(self.cut_lines)}" * bool(
+            self.cut_lines
+        )
+        return f"{self.episodes} episodes from {len(self.files)} file(s){cut}"
+
+
+def episode_files(path: str | Path) -> list[Path]:
+    """The episode files `path` stands for (module docstring), or an EpisodeFileError."""
+    path = Path(path)
+    if path.is_file():
+        return [path]
+    if not path.exists():
+        raise EpisodeFileError(f"{path}: no such file or run folder")
+    if (path / EVAL_EPISODES_FILE).is_file():
+        return [path / EVAL_EPISODES_FILE]
+    folder = path / TRAIN_EPISODES_FOLDER if (path / TRAIN_EPISODES_FOLDER).is_dir() else path
+    steps = sorted(folder.glob(TRAIN_STEP_PATTERN), key=_step_number)
+    if steps:
+        return steps
+    raise EpisodeFileError(
+        f"{path}: holds no episodes (no {EVAL_EPISODES_FILE}, no "
+        f"{TRAIN_EPISODES_FOLDER}/{TRAIN_STEP_PATTERN}); give a run folder or a .jsonl file"
+    )
+
+
+def read_episodes(path: str | Path, report: ReadReport | None = None) -> Iterator[Episode]:
+    """Every episode recorded under `path` (a file or a run folder), in the order written.
+
+    Streams: one line in memory at a time. Pass a ReadReport to learn which files were read
+    and whether a cut-short last line was skipped."""
+    report = report if report is not None else ReadReport()
+    for file in episode_files(path):
+        report.files.append(file)
+        for episode in _read_file(file, report):
+            report.episodes += 1
+            yield episode
+
+
+def _read_file(file: Path, report: ReadReport) -> Iterator[Episode]:
+    with file.open(encoding="utf-8") as lines:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+            except ValueError as error:
+                if not line.endswith("\n"):  # only a killed writer's last line lacks it
+                    report.cut_lines.append(f"{file}:{number}")
+                    return
+                raise EpisodeFileError(f"{file}:{number}: not a JSON record ({error})") from None
+            yield parse_record(data, f"{file}:{number}")
+
+
+def parse_record(data: object, where: str) -> Episode:
+    """One decoded line as an Episode, or an EpisodeFileError naming `where`."""
+    if not isinstance(data, dict):
+        raise EpisodeFileError(f"{where}: an episode record is a JSON object, not {data!r:.60}")
+    version = data.get("format_version", 1)
+    if not isinstance(version, int) or version > EPISODE_FORMAT_VERSION:
+        raise EpisodeFileError(
+            f"{where}: format_version {version!r} is newer than this rllm reads "
+            f"({EPISODE_FORMAT_VERSION}); upgrade rllm-agents"
+        )
+    try:
+        return Episode.from_dict(data)
+    except (TypeError, ValueError, KeyError, AttributeError) as error:
+        raise EpisodeFileError(f"{where}: not an episode record ({error})") from None
+
+
+def episodes_text(episodes: Iterable[Episode]) -> str:
+    """`episodes` as the lines of an episode file."""
+    return "".join(episode.to_json() + "\n" for episode in episodes)
+
+
+def _step_number(path: Path) -> tuple[int, str]:
+    digits = path.stem.rpartition("_")[2]
+    return (int(digits) if digits.isdigit() else -1, path.name)
