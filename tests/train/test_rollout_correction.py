@@ -23,6 +23,7 @@ from rllm_train.native.rollout_correction import (
 )
 from rllm_train.native.trainer import NativeTrainer
 
+from tests.train import reply_length
 from tests.train.conftest import run_overrides
 
 E = math.e
@@ -50,6 +51,10 @@ def test_token_level_truncated_is_cuts_weights_at_the_cap():
     assert m["rollout_corr/masked_fraction"] == 0.0
     assert m["rollout_corr/logprob_gap_mean"] == pytest.approx(2 / 3)
     assert m["rollout_corr/logprob_gap_max"] == pytest.approx(1.0)
+    # |p_old - p_rollout| per token: |e^-1 - e^-1|, |e^-0.5 - e^-1.5|, |e^-2 - e^-1|.
+    gaps = [0.0, math.exp(-0.5) - math.exp(-1.5), math.exp(-1) - math.exp(-2)]
+    assert m["training/rollout_probs_diff_mean"] == pytest.approx(sum(gaps) / 3)
+    assert m["training/rollout_probs_diff_max"] == pytest.approx(max(gaps))
     assert m["rollout_corr/kl"] == pytest.approx(0.0, abs=1e-7)  # k1: the +1 and -1 cancel
     assert m["rollout_corr/k3_kl"] == pytest.approx(((E - 2) + 1 / E) / 3)
     assert m["rollout_corr/corrected_tokens"] == 3 and m["rollout_corr/no_logprob_tokens"] == 0
@@ -261,12 +266,16 @@ def model_token_count(episodes) -> int:
     return sum(len(s.response_ids) for e in episodes for t in e.trajectories for s in t.steps)
 
 
-def test_native_steps_correct_a_foreign_engine_and_not_their_own(tmp_path, tiny_model):
+def test_native_steps_correct_a_foreign_engine_and_not_their_own(tmp_path, tiny_model, monkeypatch):
+    policy_loss = algorithms.policy_loss
     overrides = run_overrides(
         tmp_path / "run",
         tiny_model,
         **{
-            "trainer.steps": 3,
+            "env.id": reply_length.MODULE_ENV_ID,  # rewards differ: the update has a gradient
+            "rollout.tasks_per_step": 1,
+            "rollout.n": 4,
+            "trainer.steps": 4,
             "rollout.temperature": 2.0,  # the engine scores at 2: so must the correction
             "trainer.micro_batch_size": 2,
             "algorithm.rollout_correction.rollout_rs": "token_k1",
@@ -284,7 +293,7 @@ def test_native_steps_correct_a_foreign_engine_and_not_their_own(tmp_path, tiny_
         trainer.sampler = ShiftedSampler(native, shift=0.0, shifted=0, version=0)
         same = trainer.train_step(1)  # another sampler: auto turns the correction on
         tokens = model_token_count(trainer.last_episodes)
-        assert math.isfinite(same["loss"]) and math.isfinite(same["grad_norm"])
+        assert math.isfinite(same["loss"]) and same["grad_norm"] > 0
         assert same["rollout_corr/corrected_tokens"] == tokens
         assert same["rollout_corr/logprob_gap_max"] < 1e-4
         assert same["rollout_corr/rollout_is_mean"] == pytest.approx(1.0, abs=1e-4)
@@ -299,7 +308,7 @@ def test_native_steps_correct_a_foreign_engine_and_not_their_own(tmp_path, tiny_
         # loss; the other two keep weights of 1.
         shifted = model_token_count(trainer.last_episodes[:2])
         total = model_token_count(trainer.last_episodes)
-        assert math.isfinite(moved["loss"])
+        assert math.isfinite(moved["loss"]) and moved["sequences_trained"] <= 4
         assert moved["rollout_corr/masked_fraction"] == pytest.approx(shifted / total)
         assert moved["rollout_corr/logprob_gap_max"] == pytest.approx(1.0, abs=1e-4)
         assert moved["rollout_corr/logprob_gap_mean"] == pytest.approx(shifted / total, abs=1e-4)
@@ -309,5 +318,22 @@ def test_native_steps_correct_a_foreign_engine_and_not_their_own(tmp_path, tiny_
         assert moved["rollout_corr/truncated_fraction"] == pytest.approx(shifted / total)
         assert moved["rollout_corr/staleness/lag_1"] == 2
         assert moved["rollout_corr/staleness/lag_0"] == 2
+
+        # Without rejection the shifted tokens stay, weighted 2 in verl's policy loss.
+        trainer.config.algorithm.rollout_correction.rollout_rs = None
+        passed = []
+
+        def spy(*args, **kwargs):
+            passed.append(kwargs["rollout_is_weights"])
+            return policy_loss(*args, **kwargs)
+
+        monkeypatch.setattr(algorithms, "policy_loss", spy)
+        trainer.completed_steps = 3
+        weighted = trainer.train_step(3)
+        assert weighted["rollout_corr/masked_fraction"] == 0.0
+        assert weighted["sequences_trained"] == 4
+        weights = torch.cat([w.flatten() for w in passed])
+        assert weights.max().item() == pytest.approx(2.0)
+        assert weights.min().item() == pytest.approx(1.0, abs=1e-4)
     finally:
         trainer.close()

@@ -25,7 +25,8 @@ have one.
 Metrics go to ``metrics.jsonl`` under ``rollout_corr/``: verl's (``rollout_is_mean``/``_min``/
 ``_max``/``_std``, ``rollout_is_eff_sample_size``, ``rollout_rs_masked_fraction``, ``kl`` (k1),
 ``k3_kl``, perplexities, chi-squared) and this module's (log-prob gap, truncated and masked
-fractions, coverage, the staleness histogram by policy-version lag).
+fractions, coverage, the staleness histogram by policy-version lag), plus verl's probability
+gap ``training/rollout_probs_diff_mean``/``_max``.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from typing import Any
 import torch
 from rllm_agents.engines.local import LocalEngine
 from verl.trainer.ppo.rollout_corr_helper import compute_rollout_correction_and_rejection_mask
+from verl.utils.debug.metrics import calculate_log_prob_diff
 
 from rllm_train.config import ConfigError
 from rllm_train.config.rollout_correction import AUTO, RolloutCorrectionConfig, ratio_bounds
@@ -139,7 +141,7 @@ def correct(
     )
     metrics.update(verl_metrics)
     log_ratio = (old - behaviour) * mask
-    metrics.update(gap_metrics(log_ratio, mask))
+    metrics.update(gap_metrics(old, behaviour, mask))
     new_mask = loss_mask.clone()
     new_mask[rows] = torch.where(mask > 0, kept.to(loss_mask.dtype), loss_mask[rows])
     full_weights = None
@@ -165,12 +167,17 @@ def coverage_metrics(corrected: torch.Tensor, loss_mask: torch.Tensor) -> dict[s
     }
 
 
-def gap_metrics(log_ratio: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
-    """The per-token log-prob gap |log pi_old - log pi_rollout|: its mean and its largest."""
-    gap = log_ratio.abs() * mask
+def gap_metrics(old: torch.Tensor, behaviour: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
+    """The per-token log-prob gap |log pi_old - log pi_rollout| (mean, largest), and the
+    probability gap |pi_old - pi_rollout| under the names verl's trainer logs it with (the verl
+    backend's runs carry them too, so the two backends' rows compare)."""
+    gap = (old - behaviour).abs() * mask
+    probability_gap = calculate_log_prob_diff(old.exp(), behaviour.exp(), mask.bool())
     return {
         f"{PREFIX}logprob_gap_mean": float(gap.sum() / mask.sum()),
         f"{PREFIX}logprob_gap_max": float(gap.max()),
+        "training/rollout_probs_diff_mean": float(probability_gap.mean()),
+        "training/rollout_probs_diff_max": float(probability_gap.max()),
     }
 
 
