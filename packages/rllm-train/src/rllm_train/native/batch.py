@@ -82,10 +82,12 @@ class TensorBatch:
             self.rewards[indices],
             self.groups[indices],
             self.advantages[indices] if self.advantages is not None else None,
-            tokens(self.rollout_logprobs),
-            tokens(self.rollout_logprob_mask),
-            self.policy_versions[indices] if self.policy_versions is not None else None,
-            tokens(self.rollout_is_weights),
+            rollout_logprobs=tokens(self.rollout_logprobs),
+            rollout_logprob_mask=tokens(self.rollout_logprob_mask),
+            policy_versions=(
+                self.policy_versions[indices] if self.policy_versions is not None else None
+            ),
+            rollout_is_weights=tokens(self.rollout_is_weights),
         )
 
 
@@ -214,6 +216,7 @@ def to_tensors(sequences: list[TrainSequence], pad_id: int, policy_version: int 
         advantages = torch.tensor(given, dtype=torch.float32)
     elif any(advantage is not None for advantage in given):
         raise ValueError("some sequences carry an advantage and others do not")
+    rollout_logprobs, rollout_logprob_mask = _rollout_logprob_tensors(sequences, width)
     versions = torch.tensor(
         [s.policy_version if s.policy_version is not None else policy_version for s in sequences],
         dtype=torch.long,
@@ -225,7 +228,8 @@ def to_tensors(sequences: list[TrainSequence], pad_id: int, policy_version: int 
         rewards,
         groups,
         advantages,
-        *_rollout_logprob_tensors(sequences, width),
+        rollout_logprobs=rollout_logprobs,
+        rollout_logprob_mask=rollout_logprob_mask,
         policy_versions=versions,
     )
 
