@@ -286,6 +286,11 @@ def test_native_only_settings_are_refused_for_verl(tmp_path):
     config = build_config(overrides=["algorithm.sequence_mode=step", f"model.name={tmp_path}"])
     with pytest.raises(VerlConfigError, match="sequence_mode"):
         spec_from_config(config)
+    config = build_config(
+        overrides=["algorithm.rollout_correction.rollout_is=sequence", f"model.name={tmp_path}"]
+    )
+    with pytest.raises(VerlConfigError, match="verl.rollout_is"):
+        spec_from_config(config)
 
 
 def test_a_launch_without_gpus_stops_before_ray_with_what_to_do(tmp_path, monkeypatch):

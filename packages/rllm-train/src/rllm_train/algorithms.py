@@ -7,7 +7,8 @@ the model generated and 0 on padding and on env/chat tokens between turns.
   on outcome rewards placed on each sequence's last model token; :func:`given_advantages`
   places advantages computed per sequence elsewhere (role-conditioned baselines, which keep
   state across steps and so are not one of verl's estimators);
-* :func:`policy_loss` runs a verl policy loss (``vanilla`` = PPO clip by default);
+* :func:`policy_loss` runs a verl policy loss (``vanilla`` = PPO clip by default), with rollout
+  correction's importance weights when given;
 * :func:`kl_to_reference` is verl's KL penalty between the policy and a reference model;
 * :func:`value_loss` is verl's clipped value loss (PPO's critic).
 """
@@ -118,8 +119,13 @@ def policy_loss(
     log_prob: torch.Tensor,
     advantages: torch.Tensor,
     response_mask: torch.Tensor,
+    rollout_is_weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """verl's policy loss `settings.policy_loss` (PPO clip by default) and its metrics."""
+    """verl's policy loss `settings.policy_loss` (PPO clip by default) and its metrics.
+
+    `rollout_is_weights` (rollout correction's per-token importance weights) multiply each
+    token's loss inside verl's function, before aggregation, as verl's actor passes them.
+    """
     actor_config = OmegaConf.create(
         {
             "clip_ratio": settings.clip_ratio,
@@ -131,6 +137,7 @@ def policy_loss(
         }
     )
     loss_fn = core_algos.get_policy_loss_fn(settings.policy_loss)
+    weights = {} if rollout_is_weights is None else {"rollout_is_weights": rollout_is_weights}
     loss, metrics = loss_fn(
         old_log_prob=old_log_prob,
         log_prob=log_prob,
@@ -138,6 +145,7 @@ def policy_loss(
         response_mask=response_mask.float(),
         loss_agg_mode=settings.loss_agg_mode,
         config=actor_config,
+        **weights,
     )
     return loss, {key: float(value) for key, value in metrics.items()}
 

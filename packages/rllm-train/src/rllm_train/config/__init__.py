@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 from rllm_agents.run_folder import write_atomic
 
+from rllm_train.config.rollout_correction import RolloutCorrectionConfig, check_rollout_correction
 from rllm_train.verl.options import VerlOptions
 
 ALGORITHMS = ("grpo", "rloo", "reinforce_plus_plus", "ppo", "rae", "remax", "sft")
@@ -162,6 +163,9 @@ class AlgorithmConfig:
     # scored the same) out of the update: the same gradient direction, less compute, and the
     # token mean taken over the sequences that teach something (as SPIRAL and DAPO do).
     drop_zero_advantage: bool = False
+    # Importance weights / rejection between the rollout engine's log-probs and the trainer's
+    # (verl's algorithm.rollout_correction; config/rollout_correction.py).
+    rollout_correction: RolloutCorrectionConfig = field(default_factory=RolloutCorrectionConfig)
 
 
 @dataclass
@@ -274,7 +278,14 @@ def _coerce(key: str, value: Any, annotation: Any) -> Any:
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType):
         options = [a for a in typing.get_args(annotation) if a is not type(None)]
-        return None if value is None else _coerce(key, value, options[0])
+        if value is None:
+            return None
+        for option in options[:-1]:  # the first type that takes the value (float | str: 2.0)
+            try:
+                return _coerce(key, value, option)
+            except ConfigError:
+                continue
+        return _coerce(key, value, options[-1])
     if origin is dict or annotation is dict:
         if isinstance(value, str):
             value = read_yaml(value, key) if value.strip() else {}
@@ -321,16 +332,30 @@ def _set(config: TrainConfig, dotted: str, value: Any) -> None:
             f"unknown config key {dotted!r}: no section {section_name!r} "
             f"(sections: {', '.join(sections)})"
         )
-    section = getattr(config, section_name)
+    _set_in(getattr(config, section_name), section_name, key, value, dotted)
+
+
+def _set_in(section: Any, where: str, key: str, value: Any, dotted: str) -> None:
+    """Set `key` (maybe dotted further) of `section`, the part of the config `where` names."""
     fields = _field_types(type(section))
     name, _, rest = key.partition(".")
     if name not in fields:
-        raise ConfigError(f"unknown config key {dotted!r}; {section_name} has: {', '.join(fields)}")
+        raise ConfigError(f"unknown config key {dotted!r}; {where} has: {', '.join(fields)}")
+    if dataclasses.is_dataclass(fields[name]):  # a section inside a section
+        inner, inner_where = getattr(section, name), f"{where}.{name}"
+        if rest:
+            _set_in(inner, inner_where, rest, value, dotted)
+            return
+        if isinstance(value, str):
+            value = read_yaml(value, dotted) if value.strip() else {}
+        if not isinstance(value, dict):
+            raise ConfigError(f"{dotted}: expected a mapping of its keys, got {value!r}")
+        for inner_key, inner_value in value.items():
+            _set_in(inner, inner_where, str(inner_key), inner_value, f"{dotted}.{inner_key}")
+        return
     if rest:  # a key inside a mapping field, e.g. env.kwargs.max_turns=4
         if typing.get_origin(fields[name]) is not dict:
-            raise ConfigError(
-                f"unknown config key {dotted!r}: {section_name}.{name} is not a mapping"
-            )
+            raise ConfigError(f"unknown config key {dotted!r}: {where}.{name} is not a mapping")
         getattr(section, name)[rest] = read_yaml(value, dotted) if isinstance(value, str) else value
         return
     setattr(section, name, _coerce(dotted, value, fields[name]))
@@ -461,6 +486,11 @@ def validate(config: TrainConfig) -> None:
             "head and the KL penalty; use it with grpo, rloo, reinforce_plus_plus or rae and "
             "kl_coef=0"
         )
+    problems = check_rollout_correction(
+        config.algorithm.rollout_correction, "algorithm.rollout_correction"
+    )
+    if problems:
+        raise ConfigError("; ".join(problems))
     if config.algorithm.name in ("grpo", "rloo") and config.rollout.n < 2:
         raise ConfigError(
             f"rollout.n: {config.algorithm.name} compares rollouts within a group, so it needs "

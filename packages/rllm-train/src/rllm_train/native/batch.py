@@ -20,12 +20,21 @@ Two ways to turn a trajectory into sequences:
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 from rllm_agents.types import Episode, Trajectory
+
+from rllm_train.native.behaviour_logprobs import (
+    TokenLogprobs,
+    step_logprobs,
+    step_version,
+    trajectory_logprobs,
+    trajectory_version,
+)
 
 
 @dataclass(frozen=True)
@@ -35,6 +44,10 @@ class TrainSequence:
     reward: float
     group: str  # sequences of the same task and role share a group (GRPO/RLOO baselines)
     advantage: float | None = None  # set when advantages come per trajectory (RAE)
+    # The rollout engine's log-prob of each token (None: not a model token, or none reported;
+    # behaviour_logprobs.py) and the policy version that sampled it (None: this step's).
+    rollout_logprobs: TokenLogprobs | None = None
+    policy_version: int | None = None
 
 
 @dataclass
@@ -45,6 +58,12 @@ class TensorBatch:
     rewards: torch.Tensor  # (batch,)
     groups: np.ndarray  # (batch,) group ids
     advantages: torch.Tensor | None = None  # (batch,) per-sequence advantages, when given
+    # Rollout correction (rollout_correction.py): the engine's log-probs, 1 where it gave one,
+    # the policy version of each row, and the importance weights the update applies.
+    rollout_logprobs: torch.Tensor | None = None  # (batch, length)
+    rollout_logprob_mask: torch.Tensor | None = None  # (batch, length) float
+    policy_versions: torch.Tensor | None = None  # (batch,) long
+    rollout_is_weights: torch.Tensor | None = None  # (batch, length), set by the correction
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
@@ -52,6 +71,10 @@ class TensorBatch:
     def rows(self, indices: list[int]) -> TensorBatch:
         """A sub-batch, cropped to its own longest sequence."""
         width = int(self.attention_mask[indices].sum(dim=1).max())
+
+        def tokens(tensor: torch.Tensor | None) -> torch.Tensor | None:
+            return tensor[indices, :width] if tensor is not None else None
+
         return TensorBatch(
             self.input_ids[indices, :width],
             self.attention_mask[indices, :width],
@@ -59,6 +82,12 @@ class TensorBatch:
             self.rewards[indices],
             self.groups[indices],
             self.advantages[indices] if self.advantages is not None else None,
+            rollout_logprobs=tokens(self.rollout_logprobs),
+            rollout_logprob_mask=tokens(self.rollout_logprob_mask),
+            policy_versions=(
+                self.policy_versions[indices] if self.policy_versions is not None else None
+            ),
+            rollout_is_weights=tokens(self.rollout_is_weights),
         )
 
 
@@ -75,6 +104,8 @@ def _trajectory_sequences(trajectory: Trajectory, group: str) -> list[TrainSeque
             loss_mask=[0] * len(trajectory.prompt_ids) + [int(m) for m in trajectory.response_mask],
             reward=float(trajectory.reward),
             group=group,
+            rollout_logprobs=[None] * len(trajectory.prompt_ids) + trajectory_logprobs(trajectory),
+            policy_version=trajectory_version(trajectory),
         )
     ]
 
@@ -86,6 +117,8 @@ def _step_sequences(trajectory: Trajectory, group: str) -> list[TrainSequence]:
             loss_mask=[0] * len(step.prompt_ids) + [1] * len(step.response_ids),
             reward=float(trajectory.reward),
             group=group,
+            rollout_logprobs=[None] * len(step.prompt_ids) + step_logprobs(step),
+            policy_version=step_version(step, trajectory),
         )
         for step in trajectory.steps
         if step.response_ids
@@ -160,7 +193,9 @@ def model_tokens(episode: Episode) -> int:
     )
 
 
-def to_tensors(sequences: list[TrainSequence], pad_id: int) -> TensorBatch:
+def to_tensors(sequences: list[TrainSequence], pad_id: int, policy_version: int = 0) -> TensorBatch:
+    """The padded batch; `policy_version` is that of the weights being trained (the version
+    of the sequences that do not name theirs)."""
     width = max(len(sequence.token_ids) for sequence in sequences)
     count = len(sequences)
     input_ids = torch.full((count, width), pad_id, dtype=torch.long)
@@ -181,4 +216,39 @@ def to_tensors(sequences: list[TrainSequence], pad_id: int) -> TensorBatch:
         advantages = torch.tensor(given, dtype=torch.float32)
     elif any(advantage is not None for advantage in given):
         raise ValueError("some sequences carry an advantage and others do not")
-    return TensorBatch(input_ids, attention, loss_mask, rewards, groups, advantages)
+    rollout_logprobs, rollout_logprob_mask = _rollout_logprob_tensors(sequences, width)
+    versions = torch.tensor(
+        [s.policy_version if s.policy_version is not None else policy_version for s in sequences],
+        dtype=torch.long,
+    )
+    return TensorBatch(
+        input_ids,
+        attention,
+        loss_mask,
+        rewards,
+        groups,
+        advantages,
+        rollout_logprobs=rollout_logprobs,
+        rollout_logprob_mask=rollout_logprob_mask,
+        policy_versions=versions,
+    )
+
+
+def _rollout_logprob_tensors(
+    sequences: list[TrainSequence], width: int
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """(the engine's log-probs, 1 where known), padded; (None, None) when no sequence was built
+    with them (sequences made by hand)."""
+    if all(sequence.rollout_logprobs is None for sequence in sequences):
+        return None, None
+    values = torch.zeros((len(sequences), width), dtype=torch.float32)
+    known = torch.zeros((len(sequences), width), dtype=torch.float32)
+    for row, sequence in enumerate(sequences):
+        given = sequence.rollout_logprobs or []
+        row_values = torch.tensor(
+            [math.nan if value is None else value for value in given], dtype=torch.float32
+        )
+        present = ~torch.isnan(row_values)
+        values[row, : len(given)] = torch.nan_to_num(row_values, nan=0.0)
+        known[row, : len(given)] = present.float()
+    return values, known

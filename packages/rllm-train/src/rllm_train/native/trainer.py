@@ -38,7 +38,7 @@ from rllm_train import algorithms
 from rllm_train.config import ConfigError, TrainConfig, save_config
 from rllm_train.datasets import RunData, run_data, step_rows, validation_rows
 from rllm_train.envs import make_env_factory
-from rllm_train.native import checkpoint, reporting
+from rllm_train.native import checkpoint, reporting, rollout_correction
 from rllm_train.native.agent import agent_class_for, default_agent_args
 from rllm_train.native.batch import (
     TensorBatch,
@@ -179,6 +179,7 @@ class NativeTrainer:
                 "it or choose another --output"
             )
         self.settings = algorithm_settings(config)
+        rollout_correction.check_with_verl(config.algorithm.rollout_correction)
         self.device = pick_device(config.trainer.device)
         _seed_everything(config.trainer.seed)
         self.model, self.tokenizer, compute_dtype = load_policy(config.model, self.device)
@@ -305,8 +306,11 @@ class NativeTrainer:
         return torch.autocast(self.device.type, dtype=self.autocast_dtype)
 
     # -- the update ------------------------------------------------------------------------
-    def _forward(self, batch: TensorBatch, model=None, want_hidden: bool = False):
-        """(log-probs (batch, length), last hidden states or None) for `batch`.
+    def _forward(
+        self, batch: TensorBatch, model=None, want_hidden: bool = False, temperature: float = 1.0
+    ):
+        """(log-probs (batch, length), last hidden states or None) for `batch`, of the softmax
+        at `temperature`.
 
         Only the positions that predict a trained token are projected onto the vocabulary
         (``logits_to_keep``): with long prompts and env turns that is most of the compute.
@@ -323,6 +327,8 @@ class NativeTrainer:
                 logits_to_keep=predicted.to(self.device),
             )
         logits = output.logits.float()
+        if temperature != 1.0:
+            logits = logits / temperature
         targets = input_ids[:, predicted + 1]
         picked = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, -1)
         logprobs = torch.zeros(input_ids.shape, dtype=picked.dtype, device=self.device)
@@ -364,15 +370,16 @@ class NativeTrainer:
             )
         total_tokens = float(batch.loss_mask.sum().clamp(min=1))
         advantage_abs_mean = float((advantages.abs() * batch.loss_mask).sum() / total_tokens)
-        if self.config.algorithm.drop_zero_advantage:
-            # A sequence with no advantage on any token adds nothing to the policy gradient:
-            # leave it out of the forward/backward (its group taught nothing this step).
-            keep = informative_rows(advantages, batch.loss_mask)
+        batch, correction_metrics = self._rollout_correction(batch, old_logprobs)
+        total_tokens = float(batch.loss_mask.sum().clamp(min=1))
+        keep = self._rows_to_train(advantages, batch.loss_mask)
+        if keep is not None:
             if not keep:
                 return {
                     **dict.fromkeys(UPDATE_METRICS, 0.0),
                     "sequences_trained": 0,
                     "advantage_abs_mean": advantage_abs_mean,
+                    **correction_metrics,
                 }
             batch = batch.rows(keep)
             width = batch.input_ids.shape[1]
@@ -403,7 +410,16 @@ class NativeTrainer:
                 )
                 part_advantages = advantages[rows, :used].to(self.device)
                 pg_loss, _ = algorithms.policy_loss(
-                    self.settings, old, logprobs, part_advantages, mask
+                    self.settings,
+                    old,
+                    logprobs,
+                    part_advantages,
+                    mask,
+                    rollout_is_weights=(
+                        part.rollout_is_weights.to(self.device)
+                        if part.rollout_is_weights is not None
+                        else None
+                    ),
                 )
                 loss = pg_loss
                 sums.add("pg_loss", pg_loss, weight / epochs)
@@ -441,7 +457,48 @@ class NativeTrainer:
         metrics["time/optimizer_s"] = optimizer_seconds
         metrics["advantage_abs_mean"] = advantage_abs_mean
         metrics["sequences_trained"] = len(batch)
+        metrics.update(correction_metrics)
         return metrics
+
+    def _rows_to_train(self, advantages: torch.Tensor, loss_mask: torch.Tensor) -> list[int] | None:
+        """The rows the forward/backward needs (None: all of them)."""
+        if self.config.algorithm.drop_zero_advantage:
+            # A sequence with no advantage on any token adds nothing to the policy gradient:
+            # leave it out (its group taught nothing this step).
+            return informative_rows(advantages, loss_mask)
+        # A row rollout correction rejected whole has no token left in any loss term.
+        trained = (loss_mask > 0).any(dim=1)
+        return None if bool(trained.all()) else trained.nonzero().squeeze(-1).tolist()
+
+    def _rollout_correction(
+        self, batch: TensorBatch, old_logprobs: torch.Tensor | None
+    ) -> tuple[TensorBatch, dict[str, float]]:
+        """`batch` with the rollout correction's loss mask and importance weights, and its
+        metrics; `batch` as it is when the correction is off (rollout_correction.py)."""
+        section = self.config.algorithm.rollout_correction
+        shares = rollout_correction.samples_trained_weights(self._sampler, self.model)
+        if not rollout_correction.correction_enabled(section, shares):
+            return batch, {}
+        scored = None
+        if rollout_correction.has_engine_logprobs(batch):
+            # The engine scored its tokens at the sampling temperature; the "old" log-probs of
+            # a multi-epoch update are at 1, so they serve only when the two agree.
+            temperature = rollout_correction.scoring_temperature(self.config.rollout.temperature)
+            scored = old_logprobs if temperature == 1.0 else None
+            if scored is None:
+                scored = self._scored_logprobs(batch, temperature)
+        return rollout_correction.apply(section, batch, scored, self.completed_steps)
+
+    @torch.no_grad()
+    def _scored_logprobs(self, batch: TensorBatch, temperature: float) -> torch.Tensor:
+        """The current weights' log-probs of `batch` at `temperature`, on the CPU."""
+        scored = torch.zeros(batch.input_ids.shape)
+        for rows in self._micro_batches(len(batch)):
+            part = batch.rows(rows)
+            scored[rows, : part.input_ids.shape[1]] = (
+                self._forward(part, temperature=temperature)[0].float().cpu()
+            )
+        return scored
 
     @torch.no_grad()
     def _reference_logprobs(self, part: TensorBatch) -> torch.Tensor:
@@ -477,7 +534,8 @@ class NativeTrainer:
             self._role_advantages(episodes, groups),
         )
         update_started = time.perf_counter()
-        losses = self.update(to_tensors(sequences, self.pad_id)) if sequences else {}
+        batch = to_tensors(sequences, self.pad_id, policy_version=step) if sequences else None
+        losses = self.update(batch) if batch is not None else {}
         update_seconds = time.perf_counter() - update_started
         rewards = self._rewards(episodes)
         correct = [float(e.is_correct) for e in episodes if e.is_correct is not None]

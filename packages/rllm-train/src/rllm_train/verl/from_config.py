@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from rllm_train.config.rollout_correction import RolloutCorrectionConfig
 from rllm_train.datasets import run_data
 from rllm_train.verl.options import VerlOptions
 from rllm_train.verl.placement import placement
@@ -77,6 +78,11 @@ def _refuse_native_only(config: Any) -> None:
             "trainer.save_episodes: the native backend writes each step's sampled episodes; "
             "verl's agent loop keeps its samples inside verl's batches (use --backend native, "
             "or rllm-eval --output for recorded episodes)"
+        )
+    if config.algorithm.rollout_correction != RolloutCorrectionConfig():
+        raise VerlConfigError(
+            "algorithm.rollout_correction: the native backend's section; the verl backend "
+            "corrects with verl's own settings: verl.rollout_is and verl.rollout_is_threshold"
         )
     if config.algorithm.name == "rae":
         raise VerlConfigError(
