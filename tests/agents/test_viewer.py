@@ -12,6 +12,9 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
+import subprocess
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -21,6 +24,7 @@ from rllm_agents.viewer.cli import main, token_decoder
 from rllm_agents.viewer.runs import EpisodeQuery, RunError, episode_detail, load_run
 from rllm_agents.viewer.server import Viewer, make_server, serve_in_background
 
+from tests.cli_errors import assert_one_line_error, installed_command, run_command
 from tests.parts import require_part
 
 
@@ -165,6 +169,30 @@ def test_bad_paths_are_one_line(tmp_path, capsys):
     (tmp_path / "episodes.jsonl").write_text("{}\n{broken\n")
     assert main([str(tmp_path)]) == 2
     assert "episodes.jsonl:2: not a JSON record" in capsys.readouterr().err
+
+
+def test_the_installed_command_serves_the_run_and_stops_on_ctrl_c(run_folder, tmp_path):
+    """The console script a user types: one line with the URL, the API answering, exit 0."""
+    refused = run_command("rllm-view", str(tmp_path / "none"))
+    assert_one_line_error(refused.returncode, refused.stderr, "rllm-view", "does not exist")
+    server = subprocess.Popen(
+        [installed_command("rllm-view"), str(run_folder), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = server.stdout.readline()
+        url = line.rpartition(" at ")[2].strip()
+        assert line.startswith("rllm-view: 3 episodes of") and url.startswith("http://"), line
+        with urllib.request.urlopen(url + "api/run", timeout=30) as response:
+            assert json.load(response)["steps"] == [1, 2]
+        server.send_signal(signal.SIGINT)
+        assert server.wait(timeout=30) == 0
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
 
 
 @pytest.fixture()
