@@ -25,6 +25,7 @@ from rllm_agents.episodes.records import (
     TRAIN_EPISODES_FOLDER,
     TRAIN_STEP_PATTERN,
 )
+from rllm_agents.metrics import task_name
 from rllm_agents.types import Episode, Trajectory
 
 METRICS_FILE = "metrics.jsonl"
@@ -141,11 +142,6 @@ def outcome(episode: Episode) -> str:
     if episode.error:
         return ERROR
     return OK
-
-
-def task_name(episode: Episode) -> str:
-    task = episode.task if isinstance(episode.task, dict) else {}
-    return str(episode.info.get("task_key") or task.get("task_id") or episode.id)
 
 
 def episode_row(index: int, episode: Episode, step: int | None = None) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from typing import Any
 
 from rllm_agents.chat.tito import encode, render_prompt_ids
 from rllm_agents.episodes import EpisodeFileError, read_records
+from rllm_agents.metrics import task_name
 from rllm_agents.types import Episode, Step, Trajectory
 from rllm_envs.core.task_set import TaskSet
 
@@ -62,12 +63,6 @@ def task_ids(episode: Episode) -> set[str]:
     """The names an episode's task goes by: its row's ``task_id`` and rllm-eval's task key."""
     task = episode.task if isinstance(episode.task, dict) else {}
     return {str(name) for name in (task.get("task_id"), episode.info.get("task_key")) if name}
-
-
-def task_group(episode: Episode) -> str:
-    """The task an episode played: rllm-eval's task key, else the task's id, else the episode's."""
-    task = episode.task if isinstance(episode.task, dict) else {}
-    return str(episode.info.get("task_key") or task.get("task_id") or episode.id)
 
 
 def keep_best_per_group(chosen: list[Selected]) -> list[Selected]:
@@ -107,7 +102,7 @@ def select_trajectories(
             if task_ids(episode) & held_out:
                 skipped += 1
                 continue
-            for trajectory, group in trained_trajectories([episode], [task_group(episode)]):
+            for trajectory, group in trained_trajectories([episode], [task_name(episode)]):
                 trajectories += 1
                 best_reward = max(best_reward, trajectory.reward)
                 if trajectory.reward >= settings.min_reward:
