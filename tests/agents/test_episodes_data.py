@@ -164,3 +164,18 @@ def test_code_rescore_runs_the_recorded_final_program_in_the_sandbox():
     episode.trajectories[0].reward, episode.is_correct = 1.0, True  # planted
     [planted] = rescore([episode], "code")
     assert not planted.agrees and planted.new_reward == 0.0
+
+
+def test_swe_rescore_replays_the_recorded_edits_and_submit_in_a_new_container():
+    # The golden SWE episode lists the repo and submits it unchanged: the hidden tests fail.
+    [episode] = read_episodes(golden_path("rllm/SWE-v0"))
+    planted = Episode.from_dict(episode.to_dict())
+    planted.trajectories[0].reward, planted.is_correct = 1.0, True
+    rows = rescore([episode, planted], "env")
+    if any(row.error and "cannot make" in row.error for row in rows):
+        from tests.parts import require_part
+
+        require_part(False, f"rllm/SWE-v0's container: {rows[0].error}")
+    assert [(row.grader, row.error) for row in rows] == [("replay", None)] * 2
+    assert [(row.new_reward, row.new_correct) for row in rows] == [(0.0, False)] * 2
+    assert [row.agrees for row in rows] == [True, False]

@@ -15,7 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from rllm_agents.cli.eval import main
+from rllm_agents.cli.eval import finished_episodes, main
 from rllm_agents.engines.openai import OpenAIEngine
 from rllm_agents.run_folder import KILL_AT_VARIABLE, RunLock
 from rllm_agents.testing.fault_server import FaultServer
@@ -113,12 +113,15 @@ def test_server_death_mid_eval_counts_failures_apart_and_exits_1(tmp_path, capsy
     assert resumed["infra_failures"] == 0 and resumed["episodes"] == 6
 
 
-@pytest.mark.parametrize("kind", ["proc", "file", "locked", "resume-nothing"])
+@pytest.mark.parametrize("kind", ["proc", "file", "locked", "resume-nothing", "resume-damaged"])
 def test_bad_output_is_one_line_before_anything_slow(tmp_path, capsys, kind):
     output = {"proc": Path("/proc/rllm-x"), "file": tmp_path / "f"}.get(kind, tmp_path / "o")
-    extra = ["--resume"] if kind == "resume-nothing" else []
+    extra = ["--resume"] if kind.startswith("resume") else []
     if kind == "file":
         output.write_text("x")
+    if kind == "resume-damaged":  # a bad line with its newline: damage, not a kill
+        output.mkdir()
+        (output / "episodes.jsonl").write_text('{"id": "a:0"}\n{broken\n{"id": "b:0"}\n')
     # An unknown model would fail later; the folder is checked first.
     argv = [*LAKE, "--model", str(tmp_path / "no-model"), "--output", str(output), *extra]
     expected = {
@@ -126,6 +129,7 @@ def test_bad_output_is_one_line_before_anything_slow(tmp_path, capsys, kind):
         "file": "is an existing file",
         "locked": f"in use by another run (pid {os.getpid()} on",
         "resume-nothing": "holds no run to continue",
+        "resume-damaged": "episodes.jsonl:2: not a JSON record",
     }[kind]
     if kind == "locked":
         output.mkdir()
@@ -137,3 +141,12 @@ def test_bad_output_is_one_line_before_anything_slow(tmp_path, capsys, kind):
     assert_one_line_error(code, captured.err, PROG, expected)
     if kind == "resume-nothing":
         assert not output.exists()  # a folder made only for the check goes again
+
+
+def test_resume_keeps_what_a_kill_left_and_drops_its_cut_short_line(tmp_path):
+    log = tmp_path / "episodes.jsonl"
+    whole = [Episode(id=f"t{n}:0", info={"seed": n}) for n in range(2)]
+    log.write_text("".join(e.to_json() + "\n" for e in whole) + whole[0].to_json()[:40])
+    assert [e.id for e in finished_episodes(log)] == ["t0:0", "t1:0"]
+    assert log.read_text() == "".join(e.to_json() + "\n" for e in whole)  # the cut line gone
+    assert finished_episodes(tmp_path / "none.jsonl") == []

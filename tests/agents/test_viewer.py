@@ -1,8 +1,9 @@
 """``rllm-view``: the run's data as the page gets it, and the page itself in a real Chromium.
 
-The run folder is an rllm-train one (``metrics.jsonl`` with a per-step reward) holding episodes
-whose tokens come from the tiny model's tokenizer: a two-turn episode with a tool call, one
-ended by an env failure and one by an engine error. Screenshots go to ``$RLLM_TEST_ARTIFACTS``
+The run folder is an rllm-train one (``metrics.jsonl`` with a per-step reward) that saved its
+sampled episodes (``episodes/step_N.jsonl``), whose tokens come from the tiny model's
+tokenizer: at step 1 a two-turn episode with a tool call, at step 2 one ended by an env
+failure and one by an engine error. Screenshots go to ``$RLLM_TEST_ARTIFACTS``
 (else the test's temporary folder).
 """
 
@@ -11,14 +12,19 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
+import subprocess
+import urllib.request
 from pathlib import Path
 
 import pytest
+from rllm_agents.episodes import episodes_text
 from rllm_agents.types import Episode, Step, TerminationReason, Trajectory
 from rllm_agents.viewer.cli import main, token_decoder
 from rllm_agents.viewer.runs import EpisodeQuery, RunError, episode_detail, load_run
 from rllm_agents.viewer.server import Viewer, make_server, serve_in_background
 
+from tests.cli_errors import assert_one_line_error, installed_command, run_command
 from tests.parts import require_part
 
 
@@ -103,8 +109,9 @@ def run_folder(tmp_path_factory) -> Path:
         ),
     ]
     folder = tmp_path_factory.mktemp("view") / "run"
-    folder.mkdir()
-    (folder / "episodes.jsonl").write_text("".join(e.to_json() + "\n" for e in episodes))
+    (folder / "episodes").mkdir(parents=True)
+    (folder / "episodes" / "step_0001.jsonl").write_text(episodes_text(episodes[:1]))
+    (folder / "episodes" / "step_0002.jsonl").write_text(episodes_text(episodes[1:]))
     rows = [{"step": 0, "val/reward_mean": 0.2}] + [
         {"step": step, "reward_mean": 0.1 * step, "loss": 1.0 / step} for step in range(1, 6)
     ]
@@ -123,16 +130,35 @@ def test_the_run_as_data(run_folder, tiny_decode):
         "mul-17-3"
     ]
     assert viewer.episodes({"outcome": "error", "task": "ADD"})["episodes"][0]["index"] == 2
+    assert [row["task"] for row in viewer.episodes({"step": "2"})["episodes"]] == [
+        "add-2-2",
+        "add-3-4",
+    ]
     with pytest.raises(RunError, match="reward_max"):
         EpisodeQuery.from_params({"reward_max": "lots"})
-    curve = viewer.overview({})["curve"]
+    with pytest.raises(RunError, match="step: expected a whole number"):
+        EpisodeQuery.from_params({"step": "1.5"})
+    overview = viewer.overview({})
+    assert overview["steps"] == [1, 2]
+    curve = overview["curve"]
     assert curve[0] == {"step": 0, "val/reward_mean": 0.2} and len(curve) == 6
+    assert viewer.episode({"index": "1"})["step"] == 2
     # The trained tokens are the two replies; the tool result between them is context.
     [trajectory] = episode_detail(0, run.episodes[0], tiny_decode)["trajectories"]
     trained = "".join(s["text"] for s in trajectory["tokens"] if s["trained"])
     context = "".join(s["text"] for s in trajectory["tokens"] if not s["trained"])
     assert trained.startswith('{"name": "calculator"') and trained.endswith("51.<|im_end|>")
     assert "Tool result: 51" in context and "Tool result" not in trained
+
+
+def test_a_step_file_or_the_episodes_folder_opens_the_whole_run(run_folder, tmp_path):
+    step = load_run(run_folder / "episodes" / "step_0002.jsonl")
+    assert (step.path, step.kind, step.steps) == (run_folder, "train", [2, 2])
+    assert load_run(run_folder / "episodes").steps == [1, 2, 2]
+    # A train run that saved no episodes still shows its curve.
+    (tmp_path / "metrics.jsonl").write_text((run_folder / "metrics.jsonl").read_text())
+    bare = load_run(tmp_path)
+    assert (bare.episodes, len(bare.metrics)) == ([], 6)
 
 
 def test_bad_paths_are_one_line(tmp_path, capsys):
@@ -142,7 +168,31 @@ def test_bad_paths_are_one_line(tmp_path, capsys):
     assert "not a run folder" in capsys.readouterr().err
     (tmp_path / "episodes.jsonl").write_text("{}\n{broken\n")
     assert main([str(tmp_path)]) == 2
-    assert "episodes.jsonl:2 is not JSON" in capsys.readouterr().err
+    assert "episodes.jsonl:2: not a JSON record" in capsys.readouterr().err
+
+
+def test_the_installed_command_serves_the_run_and_stops_on_ctrl_c(run_folder, tmp_path):
+    """The console script a user types: one line with the URL, the API answering, exit 0."""
+    refused = run_command("rllm-view", str(tmp_path / "none"))
+    assert_one_line_error(refused.returncode, refused.stderr, "rllm-view", "does not exist")
+    server = subprocess.Popen(
+        [installed_command("rllm-view"), str(run_folder), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = server.stdout.readline()
+        url = line.rpartition(" at ")[2].strip()
+        assert line.startswith("rllm-view: 3 episodes of") and url.startswith("http://"), line
+        with urllib.request.urlopen(url + "api/run", timeout=30) as response:
+            assert json.load(response)["steps"] == [1, 2]
+        server.send_signal(signal.SIGINT)
+        assert server.wait(timeout=30) == 0
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
 
 
 @pytest.fixture()
@@ -184,14 +234,19 @@ def test_the_page_in_chromium_filters_and_opens_an_episode(
 
         page.select_option("#outcome", "sandbox_boot")
         page.wait_for_function("document.querySelectorAll('#episodes tr').length === 1")
-        assert page.locator("#episodes tr td").nth(1).inner_text() == "add-2-2"
+        assert page.locator("#episodes tr td").nth(2).inner_text() == "add-2-2"
         page.select_option("#outcome", "")
+        page.select_option("#step", "2")
+        page.wait_for_function("document.querySelectorAll('#episodes tr').length === 2")
+        assert page.locator("#episodes tr td").nth(1).inner_text() == "2"  # the step column
+        page.select_option("#step", "")
         page.fill("#reward_min", "0.5")
         page.wait_for_function("document.querySelectorAll('#episodes tr').length === 1")
 
         page.locator("#episodes tr").first.click()
         page.wait_for_selector("#episode-title")
         assert "mul-17-3" in page.inner_text("#episode-title")
+        assert "step 1" in page.inner_text("#episode-title")
         assert page.locator(".turn").count() == 2
         assert "calculator" in page.locator(".turn .action").first.inner_text()
         trained = page.locator(".tokens .trained").all_inner_texts()

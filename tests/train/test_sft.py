@@ -207,8 +207,8 @@ def test_refusals_name_the_problem_and_leave_no_run_folder(tmp_path, capsys, rec
     base = ["--model", "tiny", "--output", str(output)]
     sft = [*base, "--algorithm", "sft"]
     assert_main_fails(capsys, sft, "sft.data", "--data")
-    assert_main_fails(capsys, [*sft, "--data", str(tmp_path / "none")], "does not exist")
-    assert_main_fails(capsys, [*sft, "--data", str(tmp_path)], "holds no episodes.jsonl")
+    assert_main_fails(capsys, [*sft, "--data", str(tmp_path / "none")], "no such file")
+    assert_main_fails(capsys, [*sft, "--data", str(tmp_path)], "holds no episodes")
     assert_main_fails(
         capsys, [*sft, "--data", str(recorded), "sft.min_reward=9"], "none of the 6", "best has"
     )
@@ -236,6 +236,24 @@ def test_episodes_of_validation_tasks_are_left_out(recorded):
     for item in best:
         rivals = [e.reward for e in recorded_episodes(recorded) if e.task == item.trajectory.task]
         assert item.trajectory.reward == max(rivals)
+
+
+def test_a_train_run_folder_with_saved_episodes_is_data(recorded, tmp_path):
+    # rllm-train with trainer.save_episodes writes OUTPUT/episodes/step_N.jsonl: the same
+    # episodes split over two steps select the same trajectories, named by step file and line.
+    lines = (recorded / "episodes.jsonl").read_text().splitlines(keepends=True)
+    steps = tmp_path / "train" / "episodes"
+    steps.mkdir(parents=True)
+    (steps / "step_0001.jsonl").write_text("".join(lines[:3]))
+    (steps / "step_0002.jsonl").write_text("".join(lines[3:]))
+    from_eval, _ = select_trajectories(build_config(overrides=settings_overrides(recorded)).sft)
+    train = {**settings_overrides(recorded), "sft.data": [str(tmp_path / "train")]}
+    from_train, counts = select_trajectories(build_config(overrides=train).sft)
+    assert counts.episodes == len(lines) and len(from_train) == len(from_eval)
+    assert [item.trajectory.reward for item in from_train] == [
+        item.trajectory.reward for item in from_eval
+    ]
+    assert from_train[-1].source == f"{steps / 'step_0002.jsonl'}:{len(lines) - 3}"
 
 
 def settings_overrides(recorded) -> dict:

@@ -37,6 +37,14 @@ def group_key(episode: Episode) -> str:
     return str(episode.info.get("task_key", episode.id))
 
 
+def task_name(episode: Episode) -> str:
+    """The task a recorded episode played: the engines' task key, else its task row's id (an
+    episode written by other code), else the episode's own id. What rllm-view shows and
+    ``--algorithm sft`` groups by."""
+    task = episode.task if isinstance(episode.task, dict) else {}
+    return str(episode.info.get("task_key") or task.get("task_id") or episode.id)
+
+
 def pass_at_k_by_task(episodes: Iterable[Episode], k: int) -> float:
     """Mean over tasks of unbiased pass@k; tasks with fewer than k samples are skipped."""
     groups: dict[str, list[bool]] = defaultdict(list)

@@ -152,8 +152,9 @@ def build_parser() -> CommandParser:
         "--data",
         action="append",
         metavar="RUN|FILE",
-        help="--algorithm sft: recorded episodes to fine-tune on, an rllm-eval --output folder "
-        "or an episodes.jsonl (repeatable)",
+        help="--algorithm sft: recorded episodes to fine-tune on: an rllm-eval --output folder, "
+        "an rllm-train one with saved episodes (trainer.save_episodes) or an episodes file "
+        "(repeatable)",
     )
     parser.add_argument(
         "--init-from",

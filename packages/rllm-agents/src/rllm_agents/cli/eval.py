@@ -62,6 +62,12 @@ from rllm_agents.cli.usage import (
 )
 from rllm_agents.engines import event_loop
 from rllm_agents.engines.base import EngineError
+from rllm_agents.episodes.records import (
+    EVAL_EPISODES_FILE,
+    EpisodeFileError,
+    episodes_text,
+    read_episodes,
+)
 from rllm_agents.run_folder import (
     RunFolderError,
     claim_run_folder,
@@ -166,34 +172,25 @@ def probability_or_zero(text: str) -> float:
 
 # ---- the output folder ----------------------------------------------------------------------
 
-EPISODES_FILE = "episodes.jsonl"
 SUMMARY_FILE = "summary.json"
-RUN_MARKERS = (EPISODES_FILE, SUMMARY_FILE)
-
-
-def read_episodes(path: Path) -> list[Any]:
-    """The episodes of an earlier run's log (a last line cut short by a kill ends it)."""
-    from rllm_agents.types import Episode
-
-    episodes = []
-    if not path.is_file():
-        return episodes
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            episodes.append(Episode.from_json(line))
-        except (ValueError, KeyError, TypeError):
-            break
-    return episodes
+RUN_MARKERS = (EVAL_EPISODES_FILE, SUMMARY_FILE)
 
 
 def finished_episodes(path: Path) -> list[Any]:
-    """What a resume keeps: the episodes that ran to an end. Infrastructure failures run
+    """What a resume keeps: the episodes that ran to an end. A last line cut short by a kill
+    is dropped (the shared reader skips it); any other bad line is a UsageError naming it,
+    since the rewrite below would lose every episode after it. Infrastructure failures run
     again (their server may be back); the log is rewritten to hold only what is kept,
     through a temporary file, so a kill during the rewrite loses nothing."""
     from rllm_agents.metrics import infrastructure_failure
 
-    kept = [e for e in read_episodes(path) if not infrastructure_failure(e)]
-    write_atomic(path, "".join(episode.to_json() + "\n" for episode in kept))
+    if not path.is_file():
+        return []
+    try:
+        kept = [e for e in read_episodes(path) if not infrastructure_failure(e)]
+    except EpisodeFileError as error:
+        raise UsageError(f"--resume: {error}; move the file aside or use --overwrite") from None
+    write_atomic(path, episodes_text(kept))
     return kept
 
 
@@ -340,6 +337,9 @@ async def evaluate(
         raise UsageError(str(error)) from None
     started = False
     try:
+        episodes_path = args.output / EVAL_EPISODES_FILE if args.output else None
+        # Read before anything slow: a damaged log is refused before a model loads.
+        done = finished_episodes(episodes_path) if args.resume else []
         program = load_program(args)
         if program is None:
             agent_class = load_agent(args.agent) if args.agent else agent_for_env(args.env)
@@ -363,8 +363,6 @@ async def evaluate(
         rollout_envs = make_env_factory(args.env, {"disable_env_checker": True, **kwargs})
         engine, tokenizer = await make_engine(args)
         started = True
-        episodes_path = args.output / EPISODES_FILE if args.output else None
-        done = finished_episodes(episodes_path) if args.resume else []
         if args.overwrite:
             for name in RUN_MARKERS:
                 (args.output / name).unlink(missing_ok=True)

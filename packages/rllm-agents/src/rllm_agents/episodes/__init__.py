@@ -14,9 +14,11 @@ The record itself (:class:`~rllm_agents.types.Episode` with its
 from rllm_agents.episodes.records import (
     EpisodeFileError,
     ReadReport,
+    RecordSource,
     episode_files,
     episodes_text,
     read_episodes,
+    read_records,
 )
 from rllm_agents.episodes.replay import EpisodeReplay, StepDiff, replay_episode, replay_episodes
 from rllm_agents.episodes.rescore import RescoreRow, RescoreSummary, UnknownGrader, rescore
@@ -25,6 +27,7 @@ __all__ = [
     "EpisodeFileError",
     "EpisodeReplay",
     "ReadReport",
+    "RecordSource",
     "RescoreRow",
     "RescoreSummary",
     "StepDiff",
@@ -32,6 +35,7 @@ __all__ = [
     "episode_files",
     "episodes_text",
     "read_episodes",
+    "read_records",
     "replay_episode",
     "replay_episodes",
     "rescore",

@@ -88,7 +88,6 @@ def math_grader(envs: RecordedEnvs) -> Grader:
 
 def code_grader(envs: RecordedEnvs) -> Grader:
     from rllm_envs.code import last_code_block
-    from rllm_envs.code.harness import run_tests
 
     def grade(episode: Episode) -> Score:
         env, _ = envs.reset(check_replayable(episode.env))  # sets the task's tests; no step
@@ -96,17 +95,7 @@ def code_grader(envs: RecordedEnvs) -> Grader:
         code = last_code_block(str(actions[-1])) if actions else None
         if not code or not code.strip():
             return Score(0.0, False)
-        code_env = env.unwrapped
-        task = code_env.code_task
-        report = run_tests(
-            code_env.sandbox,
-            task,
-            code,
-            task["hidden_tests"],
-            stop_at_first_failure=code_env.reward_mode == "all",
-        )
-        fraction = code_env.reward_mode == "fraction"
-        reward = report.passed / report.total if fraction else float(report.all_passed)
+        reward, report = env.unwrapped.grade(code)  # the env's own rule, as it is today
         return Score(reward, report.all_passed)
 
     return grade

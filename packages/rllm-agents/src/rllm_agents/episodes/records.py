@@ -12,6 +12,11 @@ newline at its end, which is how it is told apart from damage: it is skipped and
 (:class:`ReadReport`), while a bad line *with* its newline is a :class:`EpisodeFileError`.
 Records of every format version read (version 1, written before the version field, reads
 with no env record); a record from a newer version than this code knows is refused.
+
+:func:`read_episodes` gives the episodes alone; :func:`read_records` gives each with where it
+was read (:class:`RecordSource`: file, line, and the training step of an rllm-train file), for
+readers that name a record in their own errors (``rllm-train --algorithm sft``) or show the
+step it was sampled at (``rllm-view``).
 """
 
 from __future__ import annotations
@@ -57,7 +62,7 @@ def episode_files(path: str | Path) -> list[Path]:
     if (path / EVAL_EPISODES_FILE).is_file():
         return [path / EVAL_EPISODES_FILE]
     folder = path / TRAIN_EPISODES_FOLDER if (path / TRAIN_EPISODES_FOLDER).is_dir() else path
-    steps = sorted(folder.glob(TRAIN_STEP_PATTERN), key=_step_number)
+    steps = sorted(folder.glob(TRAIN_STEP_PATTERN), key=_step_order)
     if steps:
         return steps
     raise EpisodeFileError(
@@ -66,20 +71,41 @@ def episode_files(path: str | Path) -> list[Path]:
     )
 
 
+@dataclass(frozen=True)
+class RecordSource:
+    """Where one episode record was read."""
+
+    file: Path
+    line: int
+    step: int | None  # the rllm-train step of an ``episodes/step_N.jsonl`` file, else None
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
 def read_episodes(path: str | Path, report: ReadReport | None = None) -> Iterator[Episode]:
     """Every episode recorded under `path` (a file or a run folder), in the order written.
 
     Streams: one line in memory at a time. Pass a ReadReport to learn which files were read
     and whether a cut-short last line was skipped."""
+    for _, episode in read_records(path, report):
+        yield episode
+
+
+def read_records(
+    path: str | Path, report: ReadReport | None = None
+) -> Iterator[tuple[RecordSource, Episode]]:
+    """(where, episode) for every episode recorded under `path`, as :func:`read_episodes`."""
     report = report if report is not None else ReadReport()
     for file in episode_files(path):
         report.files.append(file)
-        for episode in _read_file(file, report):
+        step = train_step(file)
+        for number, episode in _read_file(file, report):
             report.episodes += 1
-            yield episode
+            yield RecordSource(file, number, step), episode
 
 
-def _read_file(file: Path, report: ReadReport) -> Iterator[Episode]:
+def _read_file(file: Path, report: ReadReport) -> Iterator[tuple[int, Episode]]:
     with file.open(encoding="utf-8") as lines:
         for number, line in enumerate(lines, start=1):
             if not line.strip():
@@ -91,7 +117,7 @@ def _read_file(file: Path, report: ReadReport) -> Iterator[Episode]:
                     report.cut_lines.append(f"{file}:{number}")
                     return
                 raise EpisodeFileError(f"{file}:{number}: not a JSON record ({error})") from None
-            yield parse_record(data, f"{file}:{number}")
+            yield number, parse_record(data, f"{file}:{number}")
 
 
 def parse_record(data: object, where: str) -> Episode:
@@ -115,6 +141,12 @@ def episodes_text(episodes: Iterable[Episode]) -> str:
     return "".join(episode.to_json() + "\n" for episode in episodes)
 
 
-def _step_number(path: Path) -> tuple[int, str]:
-    digits = path.stem.rpartition("_")[2]
-    return (int(digits) if digits.isdigit() else -1, path.name)
+def train_step(file: Path) -> int | None:
+    """The step an rllm-train episode file holds (``step_0012.jsonl``: 12), else None."""
+    prefix, _, digits = file.stem.rpartition("_")
+    return int(digits) if prefix == "step" and digits.isdigit() else None
+
+
+def _step_order(file: Path) -> tuple[int, str]:
+    step = train_step(file)
+    return (-1 if step is None else step, file.name)

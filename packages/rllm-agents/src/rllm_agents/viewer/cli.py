@@ -1,14 +1,15 @@
 """``rllm-view RUN``: browse a run's episodes in a local web page.
 
-    rllm-view runs/eval                 # an rllm-eval --output folder
-    rllm-view runs/rllm-train --port 8765
+    rllm-view runs/eval                      # an rllm-eval --output folder
+    rllm-view runs/rllm-train --port 8765    # its reward curve, and with
+                                             # trainer.save_episodes each step's episodes
     rllm-view runs/eval/episodes.jsonl --tokenizer smollm2
 
-Filter the episodes by reward, task and outcome (ok, error, or the env's failure kind), open
-one to read it turn by turn (observations, replies, actions and tool calls, rewards) with the
-tokens training learns from highlighted, beside the run's per-step reward curve when it has
-one (rllm-train's metrics.jsonl). Tokens are decoded with the run's model's tokenizer (or
---tokenizer); without one they are shown as ids.
+Filter the episodes by reward, task, outcome (ok, error, or the env's failure kind) and
+training step, open one to read it turn by turn (observations, replies, actions and tool
+calls, rewards) with the tokens training learns from highlighted, beside the run's per-step
+reward curve when it has one (rllm-train's metrics.jsonl). Tokens are decoded with the run's
+model's tokenizer (or --tokenizer); without one they are shown as ids.
 
 Exit status: 0 stopped with Ctrl-C; 2 bad input (not a run folder, an unreadable file, a port
 in use), one line on stderr.
@@ -73,6 +74,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     host, port = server.server_address[:2]
     if why:
         print(f"{PROG}: tokens shown as ids: {why}", file=sys.stderr)
+    if run.cut_lines:  # a run still writing, or one killed mid-line
+        print(
+            f"{PROG}: skipped a cut-short last line at {', '.join(run.cut_lines)}", file=sys.stderr
+        )
     print(
         f"{PROG}: {len(run.episodes)} episodes of {run.path} at http://{host}:{port}/", flush=True
     )

@@ -1,10 +1,11 @@
 """What the viewer shows, as plain data: a run folder's episodes, filters, one episode's turns.
 
 A run folder is an ``rllm-eval --output`` folder (``episodes.jsonl``, ``summary.json``) or an
-``rllm-train`` one (``metrics.jsonl`` with a row per step, ``config.yaml``, and episodes in
-``episodes.jsonl`` where the run kept them). Episodes are read with this module's own small
-reader of today's format (one ``Episode.to_dict()`` a line); a shared reader of versioned
-episode records can take its place.
+``rllm-train`` one (``metrics.jsonl`` with a row per step, ``config.yaml``, and - with
+``trainer.save_episodes`` - each step's sampled episodes in ``episodes/step_N.jsonl``). Episodes
+are read with the shared reader (:func:`rllm_agents.episodes.read_records`), which also tells
+each training episode's step: the page shows it and filters by it, next to the reward curve
+of the same steps.
 """
 
 from __future__ import annotations
@@ -18,11 +19,18 @@ from typing import Any
 
 import yaml
 
+from rllm_agents.episodes import EpisodeFileError, ReadReport, episode_files, read_records
+from rllm_agents.episodes.records import (
+    EVAL_EPISODES_FILE,
+    TRAIN_EPISODES_FOLDER,
+    TRAIN_STEP_PATTERN,
+)
+from rllm_agents.metrics import task_name
 from rllm_agents.types import Episode, Trajectory
 
-EPISODES_FILE = "episodes.jsonl"
 METRICS_FILE = "metrics.jsonl"
-RUN_FILES = (EPISODES_FILE, METRICS_FILE, "summary.json")
+# What makes a folder a run folder: any one of these in it.
+RUN_FILES = (EVAL_EPISODES_FILE, METRICS_FILE, "summary.json", TRAIN_EPISODES_FOLDER)
 OK = "ok"  # the outcome of an episode that ran to an end
 ERROR = "error"  # the outcome of one the model server or the loop ended
 
@@ -38,8 +46,10 @@ class Run:
     model: str  # what the run's config names, "" when unknown
     env: str
     episodes: list[Episode]
+    steps: list[int | None]  # steps[i]: the training step episodes[i] was sampled at, or None
     metrics: list[dict[str, Any]]  # rllm-train's per-step rows ([] for rllm-eval)
     summary: dict[str, Any]
+    cut_lines: list[str] = field(default_factory=list)  # skipped lines a killed writer cut short
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -72,27 +82,42 @@ def _train_config(folder: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def run_folder_of(given: Path) -> Path:
+    """The run folder of `given`: itself, or the folder above a file or a train run's
+    ``episodes`` folder (where the run's metrics and config are)."""
+    folder = given.parent if given.is_file() else given
+    if folder.name == TRAIN_EPISODES_FOLDER and any(folder.glob(TRAIN_STEP_PATTERN)):
+        return folder.parent
+    return folder
+
+
+def read_run_episodes(given: Path) -> tuple[list[Episode], list[int | None], ReadReport]:
+    """The episodes under `given` with their training steps; none for a run that kept none
+    (rllm-train without ``trainer.save_episodes``: its curve is still worth a look)."""
+    report = ReadReport()
+    try:
+        episode_files(given)
+    except EpisodeFileError:
+        return [], [], report
+    try:
+        records = list(read_records(given, report))
+    except EpisodeFileError as error:
+        raise RunError(str(error)) from None
+    return [episode for _, episode in records], [where.step for where, _ in records], report
+
+
 def load_run(path: str | Path) -> Run:
     """The run in folder `path` (or the episodes file `path`); a RunError if there is none."""
-    folder = Path(path).expanduser()
-    if folder.is_file():
-        episodes_path, folder = folder, folder.parent
-    else:
-        if not folder.is_dir():
-            raise RunError(f"{path} does not exist")
-        episodes_path = folder / EPISODES_FILE
-        if not any((folder / name).is_file() for name in RUN_FILES):
-            raise RunError(
-                f"{path} is not a run folder: it holds none of {', '.join(RUN_FILES)} "
-                "(give an rllm-eval --output or rllm-train --output folder)"
-            )
-    episodes = []
-    if episodes_path.is_file():
-        for number, row in enumerate(_read_jsonl(episodes_path), start=1):
-            try:
-                episodes.append(Episode.from_dict(row))
-            except (TypeError, ValueError) as error:
-                raise RunError(f"{episodes_path}:{number} is not an episode ({error})") from None
+    given = Path(path).expanduser()
+    if not given.exists():
+        raise RunError(f"{path} does not exist")
+    folder = run_folder_of(given)
+    if given.is_dir() and not any((folder / name).exists() for name in RUN_FILES):
+        raise RunError(
+            f"{path} is not a run folder: it holds none of {', '.join(RUN_FILES)} "
+            "(give an rllm-eval --output or rllm-train --output folder)"
+        )
+    episodes, steps, report = read_run_episodes(given)
     metrics_path = folder / METRICS_FILE
     metrics = _read_jsonl(metrics_path) if metrics_path.is_file() else []
     summary = _read_json(folder / "summary.json")
@@ -104,7 +129,7 @@ def load_run(path: str | Path) -> Run:
         config = summary.get("config", {}) if isinstance(summary.get("config"), dict) else {}
         model, env = str(config.get("model") or ""), str(config.get("env") or "")
     kind = "train" if train else "eval"
-    return Run(folder, kind, model, env, episodes, metrics, summary)
+    return Run(folder, kind, model, env, episodes, steps, metrics, summary, report.cut_lines)
 
 
 # ---- the list and its filters -----------------------------------------------------------------
@@ -119,25 +144,29 @@ def outcome(episode: Episode) -> str:
     return OK
 
 
-def task_name(episode: Episode) -> str:
-    task = episode.task if isinstance(episode.task, dict) else {}
-    return str(episode.info.get("task_key") or task.get("task_id") or episode.id)
-
-
-def episode_row(index: int, episode: Episode) -> dict[str, Any]:
-    """One line of the episode list."""
-    steps = [step for trajectory in episode.trajectories for step in trajectory.steps]
+def episode_row(index: int, episode: Episode, step: int | None = None) -> dict[str, Any]:
+    """One line of the episode list (`step`: the training step it was sampled at)."""
+    turns = [turn for trajectory in episode.trajectories for turn in trajectory.steps]
     return {
         "index": index,
+        "step": step,
         "id": episode.id,
         "task": task_name(episode),
         "reward": episode.reward,
         "correct": episode.is_correct,
         "termination": episode.termination_reason.value if episode.termination_reason else None,
         "outcome": outcome(episode),
-        "turns": len(steps),
-        "tokens": sum(len(step.response_ids) for step in steps),
+        "turns": len(turns),
+        "tokens": sum(len(turn.response_ids) for turn in turns),
     }
+
+
+def episode_rows(run: Run) -> list[dict[str, Any]]:
+    """The episode list, in the order recorded."""
+    return [
+        episode_row(index, episode, step)
+        for index, (episode, step) in enumerate(zip(run.episodes, run.steps, strict=True))
+    ]
 
 
 @dataclass(frozen=True)
@@ -146,18 +175,20 @@ class EpisodeQuery:
     reward_max: float = math.inf
     task: str = ""  # a part of the task name
     outcome: str = ""  # one outcome; "" = any
+    step: int | None = None  # one training step; None = any
 
     @classmethod
     def from_params(cls, params: dict[str, str]) -> EpisodeQuery:
         """From URL query parameters; a RunError naming a bad number."""
-        numbers = {}
-        for key in ("reward_min", "reward_max"):
+        numbers: dict[str, Any] = {}
+        for key, kind in (("reward_min", float), ("reward_max", float), ("step", int)):
             text = params.get(key, "").strip()
             if text:
                 try:
-                    numbers[key] = float(text)
+                    numbers[key] = kind(text)
                 except ValueError:
-                    raise RunError(f"{key}: expected a number, got {text!r}") from None
+                    expected = "a whole number" if kind is int else "a number"
+                    raise RunError(f"{key}: expected {expected}, got {text!r}") from None
         return cls(
             task=params.get("task", "").strip(), outcome=params.get("outcome", ""), **numbers
         )
@@ -167,12 +198,13 @@ class EpisodeQuery:
             self.reward_min <= row["reward"] <= self.reward_max
             and self.task.lower() in row["task"].lower()
             and (not self.outcome or row["outcome"] == self.outcome)
+            and (self.step is None or row["step"] == self.step)
         )
 
 
 def run_overview(run: Run) -> dict[str, Any]:
     """The page's header: what the run is, the filter choices, the per-step curve."""
-    rows = [episode_row(index, episode) for index, episode in enumerate(run.episodes)]
+    rows = episode_rows(run)
     rewards = [row["reward"] for row in rows]
     return {
         "path": str(run.path),
@@ -182,6 +214,7 @@ def run_overview(run: Run) -> dict[str, Any]:
         "episodes": len(rows),
         "mean_reward": sum(rewards) / len(rewards) if rewards else None,
         "outcomes": sorted({row["outcome"] for row in rows}),
+        "steps": sorted({row["step"] for row in rows if row["step"] is not None}),
         "reward_range": [min(rewards), max(rewards)] if rewards else None,
         "curve": reward_curve(run.metrics),
     }
@@ -253,7 +286,10 @@ def _jsonable(value: Any) -> Any:
 
 
 def episode_detail(
-    index: int, episode: Episode, decode: Callable[[list[int]], str] | None
+    index: int,
+    episode: Episode,
+    decode: Callable[[list[int]], str] | None,
+    step: int | None = None,
 ) -> dict[str, Any]:
     """Everything the episode page shows: each agent's turns, rewards and trained tokens."""
     trajectories = []
@@ -283,7 +319,7 @@ def episode_detail(
             }
         )
     return {
-        **episode_row(index, episode),
+        **episode_row(index, episode, step),
         "error": episode.error,
         "failure": episode.failure,
         "task_data": _jsonable(episode.task),

@@ -1,7 +1,7 @@
 """The viewer's local HTTP server: one static page and a small JSON API over one run.
 
 ``GET /`` the page; ``GET /api/run`` the run's overview (:func:`~.runs.run_overview`);
-``GET /api/episodes?reward_min=&reward_max=&task=&outcome=`` the matching episodes' rows;
+``GET /api/episodes?reward_min=&reward_max=&task=&outcome=&step=`` the matching episodes' rows;
 ``GET /api/episode?index=N`` one episode in full. Standard library only: it serves one person
 on their own machine, by default on 127.0.0.1.
 """
@@ -23,7 +23,7 @@ from rllm_agents.viewer.runs import (
     Run,
     RunError,
     episode_detail,
-    episode_row,
+    episode_rows,
     run_overview,
 )
 
@@ -42,7 +42,7 @@ class Viewer:
 
     def episodes(self, params: dict[str, str]) -> dict[str, Any]:
         query = EpisodeQuery.from_params(params)
-        rows = [episode_row(index, episode) for index, episode in enumerate(self.run.episodes)]
+        rows = episode_rows(self.run)
         matching = [row for row in rows if query.matches(row)]
         return {"total": len(rows), "episodes": matching}
 
@@ -51,7 +51,7 @@ class Viewer:
         if not text.isdigit() or int(text) >= len(self.run.episodes):
             raise LookupError(f"no episode {text!r}; the run has {len(self.run.episodes)}")
         index = int(text)
-        return episode_detail(index, self.run.episodes[index], self.decode)
+        return episode_detail(index, self.run.episodes[index], self.decode, self.run.steps[index])
 
 
 # Path -> the Viewer method that answers it.

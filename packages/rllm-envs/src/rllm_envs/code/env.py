@@ -132,16 +132,7 @@ class CodeEnv(TextEnv):
             info["action_valid"] = False
             message = "No code found: put your solution in a fenced code block (```python ... ```)."
             return Transition(message, 0.0, terminated=last_turn, info=info)
-        report = run_tests(
-            self.sandbox,
-            task,
-            code,
-            task["hidden_tests"],
-            stop_at_first_failure=self.reward_mode == "all",
-        )
-        reward = float(report.all_passed)
-        if self.reward_mode == "fraction":
-            reward = report.passed / report.total
+        reward, report = self.grade(code)
         info.update(
             is_correct=report.all_passed,
             tests_passed=report.passed,
@@ -155,6 +146,22 @@ class CodeEnv(TextEnv):
             return Transition(summary, reward, terminated=True, info=info)
         # Another try follows: the reward comes with the episode's last answer, not each try.
         return Transition(self._feedback(task, code), 0.0, info=info)
+
+    def grade(self, code: str) -> tuple[float, TestReport]:
+        """The reward `code` earns on the task's hidden tests, and their report. One rule for
+        a played answer and for a recorded one graded again (``rllm-eval rescore``)."""
+        task = self.code_task
+        assert task is not None
+        report = run_tests(
+            self.sandbox,
+            task,
+            code,
+            task["hidden_tests"],
+            stop_at_first_failure=self.reward_mode == "all",  # one failure already decides
+        )
+        if self.reward_mode == "fraction":
+            return report.passed / report.total, report
+        return float(report.all_passed), report
 
     def _feedback(self, task: Row, code: str) -> str:
         """What another try gets to see: failing public tests only, never hidden ones."""

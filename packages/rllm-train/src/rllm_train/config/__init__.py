@@ -171,7 +171,8 @@ class AlgorithmConfig:
 @dataclass
 class SFTConfig:
     # algorithm.name=sft: fine-tune on the best recorded episodes (docs/training/sft.md).
-    # rllm-eval run folders or episodes.jsonl files (--data, repeatable).
+    # rllm-eval run folders, rllm-train ones with saved episodes, or episode files (--data,
+    # repeatable).
     data: list[str] = field(default_factory=list)
     min_reward: float = 1.0  # trajectories with at least this reward are trained on
     best_per_task: bool = False  # of those, only the best one of each task (and role)

@@ -1,13 +1,15 @@
 """What ``--algorithm sft`` trains on: the best trajectories of recorded episodes, as sequences.
 
-Episodes come from rllm-eval run folders (``OUTPUT/episodes.jsonl``) or episode files, one
-``Episode.to_dict()`` a line. :func:`read_episode_file` is this module's own small reader of
-that format; a shared reader of versioned episode records can take its place without changing
-anything else here.
+Episodes are read with the shared reader of episode records
+(:func:`rllm_agents.episodes.read_records`): an rllm-eval run folder (``OUTPUT/episodes.jsonl``),
+an rllm-train run folder that saved its sampled episodes (``episodes/step_*.jsonl``, with
+``trainer.save_episodes``), or an episode file. A bad record is a ConfigError naming its
+file and line; a last line cut short by a killed writer is skipped, as everywhere.
 
-The trajectories kept are those - of tasks the run does not validate on - the RL trainer would train on (:func:`~.batch.trained_trajectories`:
-no infrastructure failure, no engine error, the trained model's seats) whose reward is at least
-``sft.min_reward`` - optionally only the best one of each task and role. They become sequences
+The trajectories kept are those - of tasks the run does not validate on - the RL trainer
+would train on (:func:`~.batch.trained_trajectories`: no infrastructure failure, no engine
+error, the trained model's seats) whose reward is at least ``sft.min_reward`` - optionally
+only the best one of each task and role. They become sequences
 through the RL batch builders (:data:`~.batch.SEQUENCE_BUILDERS`), so the same tokens carry the
 loss as in an RL update: the model's own completions, never the prompt, the env's observations
 or the template's glue between turns.
@@ -23,20 +25,19 @@ the env's tool schemas, so a tool env's turns are rendered without them.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rllm_agents.chat.tito import encode, render_prompt_ids
+from rllm_agents.episodes import EpisodeFileError, read_records
+from rllm_agents.metrics import task_name
 from rllm_agents.types import Episode, Step, Trajectory
 from rllm_envs.core.task_set import TaskSet
 
 from rllm_train.config import ConfigError, SFTConfig
 from rllm_train.native.batch import SEQUENCE_BUILDERS, TrainSequence, trained_trajectories
-
-EPISODES_FILE = "episodes.jsonl"  # what rllm-eval writes in its --output folder
 
 
 @dataclass(frozen=True)
@@ -48,46 +49,20 @@ class Selected:
     source: str  # "file:line", for error messages
 
 
-def episodes_path(spec: str) -> Path:
-    """The episode file `spec` names: a file, or a run folder holding ``episodes.jsonl``."""
-    path = Path(spec).expanduser()
-    if path.is_dir():
-        found = path / EPISODES_FILE
-        if not found.is_file():
-            raise ConfigError(
-                f"sft.data: {spec} holds no {EPISODES_FILE} (give an rllm-eval --output folder "
-                "or an episodes file)"
-            )
-        return found
-    if not path.is_file():
-        raise ConfigError(f"sft.data: {spec} does not exist")
-    return path
-
-
-def read_episode_file(path: Path) -> Iterator[tuple[int, Episode]]:
-    """(line number, episode) for each line of `path`; a bad line is a ConfigError naming it."""
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                yield number, Episode.from_dict(json.loads(line))
-            except (json.JSONDecodeError, TypeError, ValueError) as error:
-                raise ConfigError(
-                    f"sft.data: {path}:{number} is not an episode record ({error})"
-                ) from None
+def read_data(spec: str) -> Iterator[tuple[str, Episode]]:
+    """("file:line", episode) for each episode `spec` (one ``sft.data`` entry) holds; an
+    unreadable path or record is a ConfigError naming it."""
+    try:
+        for source, episode in read_records(Path(spec).expanduser()):
+            yield str(source), episode
+    except EpisodeFileError as error:
+        raise ConfigError(f"sft.data: {error}") from None
 
 
 def task_ids(episode: Episode) -> set[str]:
     """The names an episode's task goes by: its row's ``task_id`` and rllm-eval's task key."""
     task = episode.task if isinstance(episode.task, dict) else {}
     return {str(name) for name in (task.get("task_id"), episode.info.get("task_key")) if name}
-
-
-def task_group(episode: Episode) -> str:
-    """The task an episode played: rllm-eval's task key, else the task's id, else the episode's."""
-    task = episode.task if isinstance(episode.task, dict) else {}
-    return str(episode.info.get("task_key") or task.get("task_id") or episode.id)
 
 
 def keep_best_per_group(chosen: list[Selected]) -> list[Selected]:
@@ -122,17 +97,16 @@ def select_trajectories(
     episodes = skipped = trajectories = 0
     best_reward = float("-inf")
     for spec in settings.data:
-        path = episodes_path(spec)
-        for number, episode in read_episode_file(path):
+        for source, episode in read_data(spec):
             episodes += 1
             if task_ids(episode) & held_out:
                 skipped += 1
                 continue
-            for trajectory, group in trained_trajectories([episode], [task_group(episode)]):
+            for trajectory, group in trained_trajectories([episode], [task_name(episode)]):
                 trajectories += 1
                 best_reward = max(best_reward, trajectory.reward)
                 if trajectory.reward >= settings.min_reward:
-                    chosen.append(Selected(trajectory, group, f"{path}:{number}"))
+                    chosen.append(Selected(trajectory, group, source))
     if settings.best_per_task:
         chosen = keep_best_per_group(chosen)
     counts = SelectionCounts(episodes, skipped, trajectories, len(chosen))
