@@ -81,7 +81,7 @@ DEFAULT_PARALLEL = 16
 # ... and against an engine with serving slots, this many episodes per slot: one to be
 # answered and one ready to go as soon as it is (its env step and prompt done meanwhile).
 # More would only wait in the engine's queue.
-EPISODES_PER_SLOT = 2
+EPISODES_PER_SLOT = 1
 
 
 def build_parser() -> CommandParser:

@@ -46,6 +46,9 @@ class ModelOutput:
     # limit how many requests reach their server at once; see engines.slots). Not part of
     # the engine's generation timeout.
     queue_time: float = 0.0
+    # The server's own token counts ("prompt_tokens", "completion_tokens"), when it reports
+    # them: the only count there is from a chat server that returns neither ids nor logprobs.
+    usage: dict[str, int] = field(default_factory=dict)
 
     @property
     def prompt_length(self) -> int:

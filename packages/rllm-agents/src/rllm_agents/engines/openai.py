@@ -262,6 +262,9 @@ class OpenAIEngine:
         logprobs: list[float | None],
         sampling: SamplingParams,
     ) -> ModelOutput:
+        usage = data.get("usage")
+        if isinstance(usage, dict):
+            output.usage = {k: v for k, v in usage.items() if isinstance(v, int)}
         server_prompt_ids = choice.get("prompt_token_ids") or data.get("prompt_token_ids")
         if server_prompt_ids:
             output.prompt_ids = list(server_prompt_ids)

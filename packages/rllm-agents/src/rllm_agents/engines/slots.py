@@ -19,6 +19,7 @@ requests have waited so far: the execution engine leaves that time off an episod
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import time
 from collections.abc import AsyncIterator
@@ -70,7 +71,14 @@ class SlotLease:
 
 
 class ServingSlots:
-    """At most ``count`` requests at once, first come first served; the rest wait here."""
+    """At most ``count`` requests at once; the rest wait here, first come first served.
+
+    A request may name the slot it prefers (``hold(prefer=i)``): the server that answered its
+    conversation's last turn still holds that conversation's prompt in its cache, so only the
+    new tokens need to be read. It gets that slot when it is free, or when it is the next to be
+    freed and this request waits for it; otherwise any free slot, never waiting while one is
+    free.
+    """
 
     def __init__(self, count: int) -> None:
         if count < 1:
@@ -78,35 +86,65 @@ class ServingSlots:
         self.count = count
         self.in_flight = 0
         self.peak_in_flight = 0
-        self._free: asyncio.Queue[int] | None = None
+        self._free: list[int] = list(range(count))
+        self._waiters: collections.deque[tuple[int | None, asyncio.Future[int]]] = (
+            collections.deque()
+        )
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def __getstate__(self) -> dict[str, object]:
         # A copy in another process (a Ray worker's) starts with every slot free on its loop.
-        return {**self.__dict__, "_free": None, "_loop": None, "in_flight": 0}
+        return {**self.__dict__, **self._fresh_state(), "_loop": None}
 
-    def _queue(self) -> asyncio.Queue[int]:
-        # A queue belongs to the event loop it was first used on; a blocking helper (`run()`)
-        # may use the engine from successive loops, each of which starts with every slot free.
+    def _fresh_state(self) -> dict[str, object]:
+        return {"_free": list(range(self.count)), "_waiters": collections.deque(), "in_flight": 0}
+
+    def _check_loop(self) -> asyncio.AbstractEventLoop:
+        # Waiters belong to the event loop they wait on; a blocking helper (`run()`) may use
+        # the engine from successive loops, each of which starts with every slot free.
         loop = asyncio.get_running_loop()
-        if self._free is None or self._loop is not loop:
-            self._free = asyncio.Queue()
-            for index in range(self.count):
-                self._free.put_nowait(index)
+        if self._loop is not loop:
+            self.__dict__.update(self._fresh_state())
             self._loop = loop
-            self.in_flight = 0
-        return self._free
+        return loop
+
+    async def _acquire(self, prefer: int | None) -> int:
+        loop = self._check_loop()
+        if self._free and not self._waiters:
+            index = prefer if prefer in self._free else self._free[0]
+            self._free.remove(index)
+            return index
+        waiter: asyncio.Future[int] = loop.create_future()
+        self._waiters.append((prefer, waiter))
+        try:
+            return await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self._release(waiter.result())  # handed a slot just as it was cancelled
+            else:
+                self._waiters = collections.deque(w for w in self._waiters if w[1] is not waiter)
+            raise
+
+    def _release(self, index: int) -> None:
+        live = [entry for entry in self._waiters if not entry[1].done()]
+        chosen = next((entry for entry in live if entry[0] == index), live[0] if live else None)
+        if chosen is None:
+            self._waiters.clear()
+            self._free.append(index)
+            return
+        self._waiters = collections.deque(entry for entry in live if entry is not chosen)
+        chosen[1].set_result(index)
 
     @contextlib.asynccontextmanager
-    async def hold(self) -> AsyncIterator[SlotLease]:
-        """Wait for a free slot, hold it for the ``async with`` block, then free it."""
-        free = self._queue()
+    async def hold(self, prefer: int | None = None) -> AsyncIterator[SlotLease]:
+        """Wait for a free slot (`prefer` if it can be had), hold it for the ``async with``
+        block, then free it."""
         clock = QUEUE_CLOCK.get()
         started = time.perf_counter()
         if clock is not None:
             clock.begin()
         try:
-            index = await free.get()  # waiters are served in the order they came
+            index = await self._acquire(prefer)
         finally:
             if clock is not None:
                 clock.end()
@@ -116,4 +154,4 @@ class ServingSlots:
             yield SlotLease(index, time.perf_counter() - started)
         finally:
             self.in_flight -= 1
-            free.put_nowait(index)
+            self._release(index)

@@ -414,9 +414,14 @@ class AgentExecutionEngine:
             if not completion_ids:  # an engine that returns text only: tokenise it ourselves
                 completion_ids = encode(self.tokenizer, output.text)
             run.conversation.add_completion(completion_ids, list(output.logprobs) or None)
-        run.prompt_tokens += len(prompt_ids) or output.prompt_length
-        # Text-only engines still report one logprob per generated token when asked.
-        run.completion_tokens += len(completion_ids) or len(output.logprobs)
+        run.prompt_tokens += (
+            len(prompt_ids) or output.prompt_length or output.usage.get("prompt_tokens", 0)
+        )
+        # Text-only engines still report one logprob per generated token when asked, or at
+        # least the server's count.
+        run.completion_tokens += (
+            len(completion_ids) or len(output.logprobs) or output.usage.get("completion_tokens", 0)
+        )
         return output, llm_time, prompt_ids
 
     def _response_budget_left(self, run: _Run) -> int | None:
