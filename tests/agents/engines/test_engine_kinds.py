@@ -13,7 +13,7 @@ from rllm_agents.engines.llamacpp_server import LlamaCppEngine, LlamaCppServer, 
 
 from tests.parts import require_part
 
-FEW_TOKENS = SamplingParams(max_tokens=3)
+SAMPLE = SamplingParams(temperature=1.0, max_tokens=8)
 
 
 def test_registry_names_every_engine_kind():
@@ -52,11 +52,13 @@ async def test_llamacpp_engine_starts_and_stops_its_server():
     pids = [server._process.pid for server in engine.servers]
     outs = await asyncio.gather(
         *(
-            engine.generate([{"role": "user", "content": "Say hi"}], sampling=FEW_TOKENS)
+            engine.generate([{"role": "user", "content": "Tell me a fact."}], sampling=SAMPLE)
             for _ in range(4)
         )
     )
     assert all(out.text for out in outs)
+    # Each server samples from its own seed: the same prompt answered side by side differs.
+    assert len({out.text for out in outs}) >= 3
     # Two servers, each answering one request at a time: two requests in flight, not four.
     assert engine.serving_slots == 2 and engine.slots.peak_in_flight == 2
     await engine.aclose()

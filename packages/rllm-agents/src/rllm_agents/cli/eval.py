@@ -279,7 +279,7 @@ async def make_engine(args: argparse.Namespace) -> tuple[Any, Any]:
         if choice.kind == LLAMACPP:
             from rllm_agents.engines.llamacpp_server import LlamaCppEngine
 
-            return LlamaCppEngine.start(args.model, slots=args.slots), None
+            return LlamaCppEngine.start(args.model, slots=args.slots, seed=args.seed), None
         return _local_engine(args)
     except (EngineError, ImportError, OSError, ValueError) as error:
         if isinstance(error, UsageError):

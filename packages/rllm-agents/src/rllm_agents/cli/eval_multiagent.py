@@ -152,7 +152,7 @@ def make_model(args: argparse.Namespace) -> tuple[Any, Any]:
             "openai", base_url=args.base_url, model=args.model, api_key=args.api_key
         ), None
     if choice.kind == LLAMACPP:
-        return make_engine("llamacpp", model=args.model, slots=args.slots), None
+        return make_engine("llamacpp", model=args.model, slots=args.slots, seed=args.seed), None
     engine = make_engine(
         "local", model=args.model, device=args.device, max_batch_size=args.parallel, seed=args.seed
     )

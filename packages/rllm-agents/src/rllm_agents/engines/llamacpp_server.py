@@ -243,12 +243,19 @@ class LlamaCppEngine:
         model: str = "smollm2",
         *,
         slots: int | None = None,
+        seed: int = 0,
         tokenizer: object = None,
         timeout: float = 60,
         **server_kwargs: object,
     ) -> LlamaCppEngine:
         """Serve `model` ("smollm2" or a GGUF path) with `slots` servers (default: one per
-        core, at most MAX_DEFAULT_SLOTS) and connect an OpenAIEngine to each."""
+        core, at most MAX_DEFAULT_SLOTS) and connect an OpenAIEngine to each.
+
+        Server i samples from seed ``seed + i + 1``: a server draws each request's seed from
+        a chain that starts at its own seed, so servers started alike would give the k-th
+        request of each the same seed, and samples of one task answered side by side would
+        be identical (a broken pass@k). Requests that carry a seed use theirs.
+        """
         from rllm_agents.engines.openai import OpenAIEngine
 
         gguf = None if model == "smollm2" else model
@@ -257,7 +264,13 @@ class LlamaCppEngine:
             raise ValueError(f"llama.cpp slots must be at least 1, got {slots}")
         # The cores shared out: servers that each use every core would fight over them.
         server_kwargs.setdefault("n_threads", max(1, usable_cores() // slots))
-        servers = [LlamaCppServer(gguf, **server_kwargs) for _ in range(slots)]
+        extra = tuple(server_kwargs.pop("extra_args", ()))
+        servers = [
+            LlamaCppServer(
+                gguf, extra_args=(*extra, "--seed", str((seed + i + 1) % 2**32)), **server_kwargs
+            )
+            for i in range(slots)
+        ]
         try:
             for server in servers:
                 server.launch()  # all load at once
