@@ -116,9 +116,10 @@ class LlamaCppServer:
             "--n_ctx", str(self.n_ctx),
         ]  # fmt: skip
         if self.n_threads:
-            # Prompts too: llama-cpp-python would process them on every core, and its threads
-            # spin-wait for each other; on a busy 2-core machine a 350-token prompt then took
-            # 1.6-9 s instead of 0.2-0.3 s (measured, two servers side by side).
+            # Prompts too: llama-cpp-python would read them on every core, where servers side
+            # by side (and other jobs) fight over the cores while its threads spin-wait for
+            # each other. On the busy 2-core machine a server's first 350-token prompt took
+            # 9.1 s with 2 prompt threads, 4.0 s with 1 (measured once each).
             command += ["--n_threads", str(self.n_threads)]
             command += ["--n_threads_batch", str(self.n_threads)]
         return command + list(self.extra_args)
@@ -264,6 +265,9 @@ class LlamaCppEngine:
             raise ValueError(f"llama.cpp slots must be at least 1, got {slots}")
         # The cores shared out: servers that each use every core would fight over them.
         server_kwargs.setdefault("n_threads", max(1, usable_cores() // slots))
+        # SmolLM2's own context (8192; LlamaCppServer's default is 4096): an 8-turn FrozenLake
+        # episode with 512-token turns outgrew 4096 in one of 50 episodes.
+        server_kwargs.setdefault("n_ctx", 8192)
         extra = tuple(server_kwargs.pop("extra_args", ()))
         servers = [
             LlamaCppServer(

@@ -49,7 +49,7 @@ from rllm_agents.chat import (
     tool_calls_to_text,
 )
 from rllm_agents.chat.tool_calls import parse_openai_tool_calls
-from rllm_agents.engines.base import ModelOutput, SamplingParams
+from rllm_agents.engines.base import ContextOverflow, ModelOutput, SamplingParams
 from rllm_agents.engines.slots import QUEUE_CLOCK, QueueClock
 from rllm_agents.execution.dispatch import (
     DISPATCH_MODES,
@@ -406,6 +406,11 @@ class AgentExecutionEngine:
         started = time.perf_counter()
         try:
             output = await dispatch.generate(run.index, call)
+        except ContextOverflow:
+            # The conversation outgrew the model's context (the engine or its server says so):
+            # the episode's own length, not a failing server, so it ends as a prompt budget
+            # would end it, and is scored, instead of counting as an infrastructure failure.
+            raise EpisodeEnded(TerminationReason.PROMPT_TOO_LONG) from None
         except Exception as exc:
             raise _ModelFailure(f"{type(exc).__name__}: {exc}") from exc
         llm_time = time.perf_counter() - started
