@@ -78,9 +78,10 @@ PROG = "rllm-eval"
 MAX_LISTED_MODELS = 20
 # Episodes at once when --parallel is not given: the local engine batches this many requests.
 DEFAULT_PARALLEL = 16
-# ... and against an engine with serving slots, this many episodes per slot: one to be
-# answered and one ready to go as soon as it is (its env step and prompt done meanwhile).
-# More would only wait in the engine's queue.
+# ... and against an engine with serving slots, this many episodes per slot: a llama.cpp
+# server keeps only the last conversation it read, and an episode's next turn goes back to
+# it (LlamaCppEngine), so with one episode per server each turn reads only its new tokens.
+# More episodes would wait in the engine's queue and evict each other's prompts.
 EPISODES_PER_SLOT = 1
 
 
