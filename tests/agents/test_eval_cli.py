@@ -28,6 +28,7 @@ def test_frozenlake_with_tiny_model(tmp_path, capsys):
     assert len(episodes) == 4 and summary["episodes"] == 4 and summary["tasks"] == 2
     assert {"pass@1", "pass@2", "mean_reward"} <= set(summary)
     assert summary["config"]["env"] == "rllm/FrozenLake-v0"
+    assert summary["config"]["engine"] == "transformers"  # tiny has no GGUF
     assert all(e.termination_reason != TerminationReason.ERROR for e in episodes)
     # Two samples per task: each task key appears twice.
     keys = sorted(e.info["task_key"] for e in episodes)

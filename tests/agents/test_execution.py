@@ -92,6 +92,28 @@ def test_response_budget_is_shared_across_turns(tiny_engine):
             assert episode.termination_reason == TerminationReason.RESPONSE_TOO_LONG
 
 
+async def test_a_conversation_beyond_the_context_ends_as_prompt_too_long(llamacpp_server):
+    """The server refuses a prompt longer than its context (n_ctx 2048): the episode ends as
+    prompt_too_long and is scored, not counted as an infrastructure error."""
+    from rllm_agents.engines.openai import OpenAIEngine
+
+    engine = OpenAIEngine(llamacpp_server.base_url, "smollm2", max_retries=0)
+    runner = AgentExecutionEngine(
+        lambda: TextAgent(system_prompt="Think. " * 1200),  # about 2400 tokens
+        lambda: gym.make("rllm/FrozenLake-v0"),
+        engine,
+        max_turns=1,
+        sampling=SamplingParams(max_tokens=4),
+        progress=False,
+    )
+    try:
+        (episode,) = await runner.execute_seeds([0])
+    finally:
+        await engine.aclose()
+    assert episode.termination_reason == TerminationReason.PROMPT_TOO_LONG
+    assert episode.error is None
+
+
 def test_prompt_budget(tiny_engine):
     engine = frozenlake_engine(tiny_engine, max_prompt_tokens=10)
     (episode,) = engine.run(seeds=[0])

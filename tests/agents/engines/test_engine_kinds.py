@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import os
 
@@ -11,6 +12,8 @@ from rllm_agents.engines.base import SamplingParams
 from rllm_agents.engines.llamacpp_server import LlamaCppEngine, LlamaCppServer, llamacpp_available
 
 from tests.parts import require_part
+
+SAMPLE = SamplingParams(temperature=1.0, max_tokens=8)
 
 
 def test_registry_names_every_engine_kind():
@@ -45,15 +48,23 @@ def _alive(pid: int) -> bool:
 @pytest.mark.slow
 async def test_llamacpp_engine_starts_and_stops_its_server():
     require_part(llamacpp_available(), "llama-cpp-python[server] is not installed")
-    engine = make_engine("llamacpp", n_ctx=512)
-    pid = engine.server._process.pid
-    out = await engine.generate(
-        [{"role": "user", "content": "Say hi"}], sampling=SamplingParams(max_tokens=3)
+    engine = make_engine("llamacpp", n_ctx=512, slots=2)
+    pids = [server._process.pid for server in engine.servers]
+    outs = await asyncio.gather(
+        *(
+            engine.generate([{"role": "user", "content": "Tell me a fact."}], sampling=SAMPLE)
+            for _ in range(4)
+        )
     )
-    assert out.text
+    assert all(out.text for out in outs)
+    # Each server samples from its own seed: the same prompt answered side by side differs.
+    assert len({out.text for out in outs}) >= 3
+    # Two servers, each answering one request at a time: two requests in flight, not four.
+    assert engine.serving_slots == 2 and engine.slots.peak_in_flight == 2
     await engine.aclose()
-    assert not _alive(pid), "no server process may outlive aclose()"
-    assert isinstance(engine, LlamaCppEngine) and not engine.server.running
+    assert not any(_alive(pid) for pid in pids), "no server process may outlive aclose()"
+    assert isinstance(engine, LlamaCppEngine)
+    assert not any(server.running for server in engine.servers)
 
 
 @pytest.mark.slow

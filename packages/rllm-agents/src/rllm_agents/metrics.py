@@ -122,4 +122,4 @@ def summarize_episodes(episodes: list[Episode], samples_per_task: int = 1) -> di
 
 
 # Per-episode metrics that add up over a run.
-_SUMMED = ("llm_time", "env_time", "prompt_tokens", "completion_tokens", "turns")
+_SUMMED = ("llm_time", "queue_time", "env_time", "prompt_tokens", "completion_tokens", "turns")

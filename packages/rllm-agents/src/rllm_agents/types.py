@@ -65,9 +65,11 @@ class Step:
     # Filled by trainers.
     advantage: float | None = None
     mc_return: float | None = None
-    # Seconds spent in the model and in the env for this turn.
+    # Seconds spent in the model and in the env for this turn; queue_time is the part of
+    # llm_time the request waited for a free serving slot of the engine before it was sent.
     llm_time: float = 0.0
     env_time: float = 0.0
+    queue_time: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return _fields_to_dict(self)

@@ -2,7 +2,7 @@
 
     rllm-eval --env rllm/Math-v0 --model smollm2 --n 8 --num-tasks 20 --output runs/math
     rllm-eval --env rllm/FrozenLake-v0 --base-url http://127.0.0.1:8000/v1 --model my-model
-    rllm-eval --env rllm/Math-v0 --model smollm2 --llamacpp     # serve the GGUF with llama.cpp
+    rllm-eval --env rllm/Math-v0 --model smollm2 --engine transformers   # in-process
 
     rllm-eval --env rllm/Math-v0 --model smollm2 --agent-program examples/gateway/math_agent.py:run
     rllm-eval --env rllm/Math-v0 --model smollm2 --agent-cmd "python my_agent.py"
@@ -10,12 +10,14 @@
     rllm-eval replay runs/math                   # recorded actions against the env, no model
     rllm-eval rescore runs/math --grader math    # stored episodes graded again, no model
 
-Models: ``tiny`` / ``smollm2`` (embedded) or a local Hugging Face directory run in-process by
-the batched local engine (token-level); with ``--base-url`` any OpenAI-compatible server;
-with ``--llamacpp`` a llama.cpp server started and stopped for the run. Writes
-``OUTPUT/episodes.jsonl`` (one episode a line, the record of docs/agents/episodes.md: with each
-episode's env, seed and every action and observation, so that ``rllm-eval replay`` and
-``rllm-eval rescore`` can use it) and ``OUTPUT/summary.json``.
+Models: a model with a GGUF (the embedded ``smollm2``, a ``.gguf`` path) runs on llama.cpp
+servers started and stopped for the run (``--engine llamacpp``, the default when
+llama-cpp-python is installed; ``--slots`` servers, each answering one request at a time);
+``tiny``, a local Hugging Face directory, or any model with ``--engine transformers`` run
+in-process on the batched local engine (token-level); with ``--base-url`` any
+OpenAI-compatible server. Writes ``OUTPUT/episodes.jsonl`` (one episode a line, the record of
+docs/agents/episodes.md: with each episode's env, seed and every action and observation, so
+that ``rllm-eval replay`` and ``rllm-eval rescore`` can use it) and ``OUTPUT/summary.json``.
 
 Agents: the env's registered agent, a ``BaseAgent`` class (``--agent``), or an agent program
 that talks to the model over the OpenAI API, served to it by a recording gateway
@@ -49,6 +51,12 @@ from typing import Any
 
 from rllm_agents.cli import episodes as episodes_cli
 from rllm_agents.cli import eval_multiagent
+from rllm_agents.cli.engine_choice import (
+    LLAMACPP,
+    SERVED,
+    add_engine_options,
+    choose_engine,
+)
 from rllm_agents.cli.usage import (
     CommandParser,
     UsageError,
@@ -62,6 +70,7 @@ from rllm_agents.cli.usage import (
 )
 from rllm_agents.engines import event_loop
 from rllm_agents.engines.base import EngineError
+from rllm_agents.engines.slots import serving_slots
 from rllm_agents.episodes.records import (
     EVAL_EPISODES_FILE,
     EpisodeFileError,
@@ -78,6 +87,13 @@ from rllm_agents.run_folder import (
 PROG = "rllm-eval"
 # A server may list many models; an error names this many of them.
 MAX_LISTED_MODELS = 20
+# Episodes at once when --parallel is not given: the local engine batches this many requests.
+DEFAULT_PARALLEL = 16
+# ... and against an engine with serving slots, this many episodes per slot: a llama.cpp
+# server keeps only the last conversation it read, and an episode's next turn goes back to
+# it (LlamaCppEngine), so with one episode per server each turn reads only its new tokens.
+# More episodes would wait in the engine's queue and evict each other's prompts.
+EPISODES_PER_SLOT = 1
 
 
 def build_parser() -> CommandParser:
@@ -86,9 +102,7 @@ def build_parser() -> CommandParser:
     )
     parser.add_argument("--env", required=True, help="env id, e.g. rllm/Math-v0")
     parser.add_argument("--model", default="smollm2", help="tiny | smollm2 | HF dir | served name")
-    server = parser.add_mutually_exclusive_group()
-    server.add_argument("--base-url", help="an OpenAI-compatible server (…/v1)")
-    server.add_argument("--llamacpp", action="store_true", help="serve the model with llama.cpp")
+    add_engine_options(parser)
     parser.add_argument(
         "--api-key", default=os.environ.get("OPENAI_API_KEY"), help="default: $OPENAI_API_KEY"
     )
@@ -125,7 +139,13 @@ def build_parser() -> CommandParser:
         "hundreds of programs at once, docs/agents/gateway.md); 0: from this process",
     )
     parser.add_argument("--agent-args", default="{}", help="JSON kwargs for the agent class")
-    parser.add_argument("--parallel", type=positive_int, default=16, help="concurrent episodes")
+    parser.add_argument(
+        "--parallel",
+        type=positive_int,
+        default=None,
+        help=f"concurrent episodes (default: {EPISODES_PER_SLOT} per llama.cpp slot, else "
+        f"{DEFAULT_PARALLEL})",
+    )
     parser.add_argument("--max-turns", type=positive_int, default=8)
     parser.add_argument("--temperature", type=non_negative_float, default=0.6)
     parser.add_argument("--top-p", type=probability, default=1.0)
@@ -259,19 +279,39 @@ def task_rows(env: Any, num_tasks: int | None) -> list[dict] | None:
 
 
 async def make_engine(args: argparse.Namespace) -> tuple[Any, Any]:
-    """(rollout engine, tokenizer for token-level rendering or None), checked before the run."""
+    """(rollout engine, tokenizer for token-level rendering or None), checked before the run.
+
+    The engine comes from --base-url, --engine (--llamacpp) and the model (see
+    rllm_agents.cli.engine_choice); a fallback from llama.cpp to transformers is one line on
+    stderr.
+    """
+    choice = choose_engine(args.model, args.engine, args.base_url)
+    if choice.notice:
+        print(f"{PROG}: {choice.notice}", file=sys.stderr)
+    if args.slots is not None and choice.kind != LLAMACPP:
+        raise UsageError(f"--slots: only the llama.cpp engine has slots (this run: {choice.kind})")
+    args.engine = choice.kind  # recorded in the summary's config
     try:
-        if args.base_url:
+        if choice.kind == SERVED:
             return await _served_engine(args), None
-        if args.llamacpp:
+        if choice.kind == LLAMACPP:
             from rllm_agents.engines.llamacpp_server import LlamaCppEngine
 
-            return LlamaCppEngine.start(args.model), None
+            return LlamaCppEngine.start(args.model, slots=args.slots, seed=args.seed), None
         return _local_engine(args)
     except (EngineError, ImportError, OSError, ValueError) as error:
         if isinstance(error, UsageError):
             raise
         raise UsageError(str(error)) from error
+
+
+def episode_parallelism(args: argparse.Namespace, engine: Any) -> int:
+    """--parallel, or what keeps the engine busy: a couple of episodes per serving slot of an
+    engine that has them (more would only queue), else DEFAULT_PARALLEL."""
+    if args.parallel is not None:
+        return args.parallel
+    slots = serving_slots(engine)
+    return EPISODES_PER_SLOT * slots if slots else DEFAULT_PARALLEL
 
 
 async def _served_engine(args: argparse.Namespace) -> Any:
@@ -301,7 +341,10 @@ def _local_engine(args: argparse.Namespace) -> tuple[Any, Any]:
     from rllm_agents.engines.local import LocalEngine
 
     engine = LocalEngine.from_name(
-        args.model, device=args.device, max_batch_size=args.parallel, seed=args.seed
+        args.model,
+        device=args.device,
+        max_batch_size=args.parallel or DEFAULT_PARALLEL,
+        seed=args.seed,
     )
     return engine, engine.tokenizer
 
@@ -363,6 +406,7 @@ async def evaluate(
         rollout_envs = make_env_factory(args.env, {"disable_env_checker": True, **kwargs})
         engine, tokenizer = await make_engine(args)
         started = True
+        args.parallel = episode_parallelism(args, engine)  # the summary's config says which
         if args.overwrite:
             for name in RUN_MARKERS:
                 (args.output / name).unlink(missing_ok=True)
@@ -420,6 +464,7 @@ async def evaluate(
         for key in ("wall_time", "episodes_per_s", "completion_tokens_per_s"):
             summary[key] = runner.last_metrics.get(key)
         summary["resumed_episodes"] = len(done)
+        summary["serving_slots"] = serving_slots(engine)
         if program is not None:
             from rllm_agents.programs import failure_counts
 

@@ -1,7 +1,7 @@
 """``rllm-eval`` on a multi-agent env: a model against a named opponent, win rate with a 95 % CI.
 
     rllm-eval --env tictactoe_v0 --model smollm2 --opponent random --num-games 50
-    rllm-eval --env kuhn_poker_v0 --model smollm2 --llamacpp --opponent random --seat 1
+    rllm-eval --env kuhn_poker_v0 --model smollm2 --engine transformers --opponent random --seat 1
     rllm-eval --env classic_v0 --env-kwargs '{"game": "connect_four_v3"}' --opponent first
     rllm-eval --env referential_v0 --model smollm2 --opponent self          # the model on every seat
     rllm-eval --env solver_judge_v0 --model smollm2 --opponent random --seat judge_0
@@ -9,7 +9,7 @@
 ``--env`` names a module of :mod:`rllm_envs.multiagent` (``tictactoe_v0``) or any importable
 PettingZoo-style module with ``parallel_env()`` (``rllm_envs.multiagent.kuhn_poker_v0``,
 ``my_project.my_game_v1``). The model (options as for single-agent envs: ``--model``,
-``--base-url``, ``--llamacpp``) plays the seats ``--seat`` names; the ``--opponent`` plays the
+``--base-url``, ``--engine``; smollm2 on llama.cpp by default) plays the seats ``--seat`` names; the ``--opponent`` plays the
 others: a scripted player (``random``, ``first``, ``tictactoe_expert``, ``oracle_speaker``,
 ``literal_listener``), ``self`` (the model on every seat: self-play), or ``model:<name or
 dir>`` (another local model, e.g. a frozen checkpoint). ``--seat alternate`` (default) moves
@@ -33,6 +33,7 @@ from types import ModuleType
 from typing import Any
 
 from rllm_agents.agents.opponents import OPPONENTS, scripted_move
+from rllm_agents.cli.engine_choice import LLAMACPP, SERVED, add_engine_options, choose_engine
 from rllm_agents.engines import make_engine
 from rllm_agents.engines.base import SamplingParams
 from rllm_agents.execution.env_spec import ParallelEnvSpec
@@ -78,9 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--env", required=True, help="tictactoe_v0 | module path with parallel_env")
     parser.add_argument("--env-kwargs", default="{}", help="JSON kwargs for parallel_env()")
     parser.add_argument("--model", default="smollm2", help="tiny | smollm2 | HF dir | served name")
-    server = parser.add_mutually_exclusive_group()
-    server.add_argument("--base-url", help="an OpenAI-compatible server (…/v1)")
-    server.add_argument("--llamacpp", action="store_true", help="serve the model with llama.cpp")
+    add_engine_options(parser)
     parser.add_argument(
         "--api-key", default=os.environ.get("OPENAI_API_KEY"), help="default: $OPENAI_API_KEY"
     )
@@ -142,13 +141,19 @@ def seatings(seats: list[str], spec: str, opponent: str) -> list[dict[str, str]]
 
 
 def make_model(args: argparse.Namespace) -> tuple[Any, Any]:
-    """(rollout engine, tokenizer for token-level rendering or None)."""
-    if args.base_url:
+    """(rollout engine, tokenizer for token-level rendering or None), chosen as for
+    single-agent envs (rllm_agents.cli.engine_choice)."""
+    choice = choose_engine(args.model, args.engine, args.base_url)
+    if choice.notice:
+        print(f"{PROG}: {choice.notice}", file=sys.stderr)
+    if args.slots is not None and choice.kind != LLAMACPP:
+        raise ValueError(f"--slots: only the llama.cpp engine has slots (this run: {choice.kind})")
+    if choice.kind == SERVED:
         return make_engine(
             "openai", base_url=args.base_url, model=args.model, api_key=args.api_key
         ), None
-    if args.llamacpp:
-        return make_engine("llamacpp", model=args.model), None
+    if choice.kind == LLAMACPP:
+        return make_engine("llamacpp", model=args.model, slots=args.slots, seed=args.seed), None
     engine = make_engine(
         "local", model=args.model, device=args.device, max_batch_size=args.parallel, seed=args.seed
     )

@@ -42,6 +42,13 @@ class ModelOutput:
     logprobs: list[float] = field(default_factory=list)  # one per completion token
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     reasoning: str | None = None
+    # Seconds the request waited for a free serving slot before it was sent (engines that
+    # limit how many requests reach their server at once; see engines.slots). Not part of
+    # the engine's generation timeout.
+    queue_time: float = 0.0
+    # The server's own token counts ("prompt_tokens", "completion_tokens"), when it reports
+    # them: the only count there is from a chat server that returns neither ids nor logprobs.
+    usage: dict[str, int] = field(default_factory=dict)
 
     @property
     def prompt_length(self) -> int:
@@ -70,6 +77,11 @@ class ContextOverflow(PromptRejected):
 
 @runtime_checkable
 class RolloutEngine(Protocol):
+    """What every engine implements. An engine that serves a fixed number of requests at once
+    also says so in an optional ``serving_slots`` attribute (``engines.slots.serving_slots``
+    reads it), holds further requests back itself, and reports their wait as
+    ``ModelOutput.queue_time``."""
+
     async def generate(
         self,
         messages: list[dict[str, Any]] | None = None,

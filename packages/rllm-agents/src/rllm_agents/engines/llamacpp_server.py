@@ -8,13 +8,22 @@ before it runs. So no server outlives the program that started it. (The parent-d
 fires when the *thread* that started the server ends: start it from a thread that lives as
 long as the server, as the CLIs do from their main thread.)
 
-The server answers one request at a time; it is the fast way to *evaluate* on CPU, while the
-trainer samples with the batched in-process ``LocalEngine``.
+A server answers one request at a time (llama-cpp-python has no parallel slots or continuous
+batching: a lock around the model serialises requests). ``LlamaCppEngine`` therefore runs
+``slots`` servers side by side, each on its share of the cores (the GGUF is memory-mapped, so
+its weights are shared between them), and sends each request to a free one; requests beyond
+that wait in the engine, off their HTTP timeout (``engines.slots``). On 2 cores two 1-thread
+servers answered more tokens per second than one server (decode runs on one thread by
+default). It is the fast way to *evaluate* on CPU, while the trainer samples with the batched
+in-process ``LocalEngine``.
 """
 
 from __future__ import annotations
 
 import atexit
+import collections
+import hashlib
+import json
 import os
 import signal
 import socket
@@ -26,14 +35,30 @@ from pathlib import Path
 
 import httpx
 
-from rllm_agents.engines.base import EngineError
+from rllm_agents.engines.base import EngineError, ModelOutput
+from rllm_agents.engines.slots import ServingSlots
 from rllm_agents.run_folder import die_with_parent
+
+# Servers a LlamaCppEngine starts by default: one per core, at most this many (beyond a few,
+# processes would mostly contend for memory bandwidth).
+MAX_DEFAULT_SLOTS = 4
+# Conversations whose last server is remembered (the oldest is forgotten first).
+MAX_REMEMBERED_CONVERSATIONS = 4096
 
 
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def default_slots() -> int:
+    """How many one-request-at-a-time servers to run: one per core, at most MAX_DEFAULT_SLOTS."""
+    return max(1, min(usable_cores(), MAX_DEFAULT_SLOTS))
 
 
 def llamacpp_available() -> bool:
@@ -91,11 +116,27 @@ class LlamaCppServer:
             "--n_ctx", str(self.n_ctx),
         ]  # fmt: skip
         if self.n_threads:
+            # Prompts too: llama-cpp-python would read them on every core, where servers side
+            # by side (and other jobs) fight over the cores while its threads spin-wait for
+            # each other. On the busy 2-core machine a server's first 350-token prompt took
+            # 9.1 s with 2 prompt threads, 4.0 s with 1 (measured once each).
             command += ["--n_threads", str(self.n_threads)]
+            command += ["--n_threads_batch", str(self.n_threads)]
         return command + list(self.extra_args)
 
     def start(self) -> LlamaCppServer:
-        if self.running:
+        """Launch the server and wait until it answers."""
+        self.launch()
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def launch(self) -> LlamaCppServer:
+        """Start the process without waiting for it (several servers then load at once)."""
+        if self._process is not None:
             return self
         if not llamacpp_available():
             raise EngineError(
@@ -114,14 +155,11 @@ class LlamaCppServer:
             preexec_fn=die_with_parent,  # SIGKILL of this process ends the server too
         )
         atexit.register(self.close)
-        try:
-            self._wait_ready()
-        except BaseException:
-            self.close()
-            raise
         return self
 
-    def _wait_ready(self) -> None:
+    def wait_ready(self) -> None:
+        if self._process is None:
+            raise EngineError("llama.cpp server not launched")
         deadline = time.monotonic() + self.startup_timeout_s
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
@@ -175,29 +213,104 @@ def _signal_group(process: subprocess.Popen, sig: signal.Signals) -> None:
 
 
 class LlamaCppEngine:
-    """An OpenAIEngine talking to a llama.cpp server it started itself and stops on aclose."""
+    """OpenAI engines talking to llama.cpp servers this engine started and stops on aclose.
 
-    def __init__(self, server: LlamaCppServer, engine: object) -> None:
-        self.server = server
-        self.engine = engine
+    Each server answers one request at a time, so at most ``serving_slots`` (the number of
+    servers) requests are in flight; each goes to a free server, the rest wait here and report
+    the wait as ``ModelOutput.queue_time`` (never counted against the HTTP timeout).
+
+    A server keeps the last prompt it read in its cache and reads again only what follows the
+    longest common prefix. A multi-turn episode's next prompt extends its last one, so each
+    conversation goes back to the server that answered its last turn when it can (its key:
+    the first two messages, the system prompt and the task): with one episode per server, a
+    turn's prompt costs its new tokens only, not the whole conversation again.
+    """
+
+    def __init__(self, servers: list[LlamaCppServer], engines: list[object]) -> None:
+        if not servers or len(servers) != len(engines):
+            raise ValueError("one OpenAI engine per llama.cpp server, at least one")
+        self.servers = servers
+        self.engines = engines
+        self.slots = ServingSlots(len(servers))
+        self._last_slot: collections.OrderedDict[str, int] = collections.OrderedDict()
+
+    @property
+    def serving_slots(self) -> int:
+        return self.slots.count
 
     @classmethod
     def start(
-        cls, model: str = "smollm2", *, tokenizer: object = None, **server_kwargs: object
+        cls,
+        model: str = "smollm2",
+        *,
+        slots: int | None = None,
+        seed: int = 0,
+        tokenizer: object = None,
+        timeout: float = 60,
+        **server_kwargs: object,
     ) -> LlamaCppEngine:
-        """Serve `model` ("smollm2" or a GGUF path) and connect an OpenAIEngine to it."""
+        """Serve `model` ("smollm2" or a GGUF path) with `slots` servers (default: one per
+        core, at most MAX_DEFAULT_SLOTS) and connect an OpenAIEngine to each.
+
+        Server i samples from seed ``seed + i + 1``: a server draws each request's seed from
+        a chain that starts at its own seed, so servers started alike would give the k-th
+        request of each the same seed, and samples of one task answered side by side would
+        be identical (a broken pass@k). Requests that carry a seed use theirs.
+        """
         from rllm_agents.engines.openai import OpenAIEngine
 
         gguf = None if model == "smollm2" else model
-        server = LlamaCppServer(gguf, **server_kwargs).start()
-        engine = OpenAIEngine(server.base_url, server.model_alias, tokenizer=tokenizer)
-        return cls(server, engine)
+        slots = slots or default_slots()
+        if slots < 1:
+            raise ValueError(f"llama.cpp slots must be at least 1, got {slots}")
+        # The cores shared out: servers that each use every core would fight over them.
+        server_kwargs.setdefault("n_threads", max(1, usable_cores() // slots))
+        # SmolLM2's own context (8192; LlamaCppServer's default is 4096): an 8-turn FrozenLake
+        # episode with 512-token turns outgrew 4096 in one of 50 episodes.
+        server_kwargs.setdefault("n_ctx", 8192)
+        extra = tuple(server_kwargs.pop("extra_args", ()))
+        servers = [
+            LlamaCppServer(
+                gguf, extra_args=(*extra, "--seed", str((seed + i + 1) % 2**32)), **server_kwargs
+            )
+            for i in range(slots)
+        ]
+        try:
+            for server in servers:
+                server.launch()  # all load at once
+            for server in servers:
+                server.wait_ready()
+        except BaseException:
+            for server in servers:
+                server.close()
+            raise
+        engines = [
+            OpenAIEngine(server.base_url, server.model_alias, tokenizer=tokenizer, timeout=timeout)
+            for server in servers
+        ]
+        return cls(servers, engines)
 
-    async def generate(self, messages=None, **kwargs):  # noqa: ANN001, ANN201 - same as engine
-        return await self.engine.generate(messages, **kwargs)
+    async def generate(self, messages=None, **kwargs) -> ModelOutput:  # noqa: ANN001 - as engine
+        key = _conversation_key(messages, kwargs.get("prompt_ids"))
+        async with self.slots.hold(prefer=self._last_slot.get(key)) as lease:
+            output = await self.engines[lease.index].generate(messages, **kwargs)
+        self._last_slot[key] = lease.index
+        self._last_slot.move_to_end(key)
+        if len(self._last_slot) > MAX_REMEMBERED_CONVERSATIONS:
+            self._last_slot.popitem(last=False)
+        output.queue_time += lease.queued_s
+        return output
 
     async def aclose(self) -> None:
         try:
-            await self.engine.aclose()
+            for engine in self.engines:
+                await engine.aclose()
         finally:
-            self.server.close()
+            for server in self.servers:
+                server.close()
+
+
+def _conversation_key(messages: list[dict] | None, prompt_ids: list[int] | None) -> str:
+    """What a conversation's turns have in common: its first two messages (or prompt tokens)."""
+    head = messages[:2] if messages else list(prompt_ids or [])[:256]
+    return hashlib.blake2b(json.dumps(head, sort_keys=True, default=str).encode()).hexdigest()

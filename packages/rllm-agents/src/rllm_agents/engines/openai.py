@@ -18,7 +18,11 @@
 
 The transport is aiohttp: one ``ClientSession`` per event loop, made on first use, whose
 keep-alive connections (at most ``max_connections`` at once) are shared by every request.
-``timeout`` bounds one attempt, waiting for a free connection included. HTTPS is verified
+``timeout`` bounds one attempt, waiting for a free connection included. With
+``max_concurrency`` (a server that answers that many requests at once, such as
+llama-cpp-python's with 1) at most that many requests are in flight at the server; the rest
+wait in the engine, off the clock of ``timeout``, and report the wait as
+``ModelOutput.queue_time`` (:mod:`rllm_agents.engines.slots`). HTTPS is verified
 against the system's CAs unless ``ssl_context`` is given; a certificate the client does not
 trust fails at once (retrying cannot fix it). Proxies from the environment are not used.
 """
@@ -46,6 +50,7 @@ from rllm_agents.engines.base import (
     SamplingParams,
 )
 from rllm_agents.engines.prompting import check_one_prompt
+from rllm_agents.engines.slots import ServingSlots
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +92,7 @@ class OpenAIEngine:
         extra_body: dict[str, Any] | None = None,
         seed: int | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        max_concurrency: int | None = None,
     ) -> None:
         if use_completions and tokenizer is None:
             raise ValueError("use_completions=True needs a tokenizer to render chat messages")
@@ -114,6 +120,12 @@ class OpenAIEngine:
         }
         self._session: aiohttp.ClientSession | None = None
         self._session_loop: asyncio.AbstractEventLoop | None = None
+        self.slots = ServingSlots(max_concurrency) if max_concurrency else None
+
+    @property
+    def serving_slots(self) -> int | None:
+        """Requests in flight at the server at most (None: no limit set)."""
+        return self.slots.count if self.slots is not None else None
 
     # ---- public API -------------------------------------------------------------------------
 
@@ -190,7 +202,7 @@ class OpenAIEngine:
             body["logprobs"] = True
         if tools:
             body["tools"] = tools
-        data = await self._post("/chat/completions", {**body, **self.extra_body})
+        data, queued = await self._post("/chat/completions", {**body, **self.extra_body})
         choice = _first_choice(data)
         message = choice.get("message") or {}
         logprobs = [
@@ -202,6 +214,7 @@ class OpenAIEngine:
             finish_reason=choice.get("finish_reason") or "stop",
             tool_calls=list(message.get("tool_calls") or []),
             reasoning=message.get("reasoning_content") or message.get("reasoning"),
+            queue_time=queued,
         )
         return self._attach_tokens(output, data, choice, logprobs, sampling)
 
@@ -232,7 +245,7 @@ class OpenAIEngine:
         body = {**sampling.request_fields(), "model": self.model, "prompt": prompt}
         if sampling.logprobs:
             body["logprobs"] = 1
-        data = await self._post(
+        data, queued = await self._post(
             "/completions", {**body, **self.extra_body}, token_prompt=isinstance(prompt, list)
         )
         choice = _first_choice(data)
@@ -241,6 +254,7 @@ class OpenAIEngine:
             text=choice.get("text") or "",
             finish_reason=choice.get("finish_reason") or "stop",
             prompt_ids=list(prompt_ids),
+            queue_time=queued,
         )
         return self._attach_tokens(output, data, choice, logprobs, sampling)
 
@@ -252,6 +266,9 @@ class OpenAIEngine:
         logprobs: list[float | None],
         sampling: SamplingParams,
     ) -> ModelOutput:
+        usage = data.get("usage")
+        if isinstance(usage, dict):
+            output.usage = {k: v for k, v in usage.items() if isinstance(v, int)}
         server_prompt_ids = choice.get("prompt_token_ids") or data.get("prompt_token_ids")
         if server_prompt_ids:
             output.prompt_ids = list(server_prompt_ids)
@@ -276,16 +293,21 @@ class OpenAIEngine:
 
     # ---- transport with retries -------------------------------------------------------------
 
-    async def _post(self, path: str, body: dict[str, Any], token_prompt: bool = False) -> dict:
+    async def _post(
+        self, path: str, body: dict[str, Any], token_prompt: bool = False
+    ) -> tuple[dict, float]:
+        """The server's answer, and the seconds spent waiting for a serving slot."""
         last_error = "no attempt made"
         payload = json_codec.dumps(body)
         url = self._urls.get(path) or URL(self.base_url + path)
+        queued = 0.0
         for attempt in range(self.max_retries + 1):
             retry_after: float | None = None
             try:
-                status, retry_header, raw = await self._send(url, payload)
+                status, retry_header, raw, waited = await self._send_in_a_slot(url, payload)
+                queued += waited
                 if status == 200:
-                    return _json_body(raw)
+                    return _json_body(raw), queued
                 text = raw.decode("utf-8", "replace")
                 if token_prompt and _rejects_token_prompt(status, text):
                     raise _TokenPromptRejected()
@@ -306,6 +328,16 @@ class OpenAIEngine:
         raise EngineError(
             f"{self.base_url}{path} failed after {self.max_retries + 1} attempts: {last_error}"
         )
+
+    async def _send_in_a_slot(
+        self, url: URL, payload: bytes
+    ) -> tuple[int, str | None, bytes, float]:
+        """One POST, sent once a serving slot is free (the slot is let go between retries, so
+        a backoff does not keep others waiting); the wait is off the attempt's timeout."""
+        if self.slots is None:
+            return (*await self._send(url, payload), 0.0)
+        async with self.slots.hold() as lease:
+            return (*await self._send(url, payload), lease.queued_s)
 
     async def _send(self, url: URL, payload: bytes) -> tuple[int, str | None, bytes]:
         """(status, Retry-After header, body) of one POST."""

@@ -34,6 +34,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol
 
 from rllm_agents.engines.base import ModelOutput
+from rllm_agents.engines.slots import QUEUE_CLOCK
 
 
 def request_seed(sampling_seed: int, episode_index: int | str, turn: int | str) -> int:
@@ -134,6 +135,9 @@ class LockstepDispatch:
         task.add_done_callback(self._rounds.discard)
 
     async def _send(self, members: list[tuple[dict[str, Any], asyncio.Future]]) -> None:
+        # This round's task was made from the context of whichever episode came last; its
+        # queue clock is not the round's (setting it here changes this task's context only).
+        QUEUE_CLOCK.set(None)
         calls = [call for call, _ in members]
         together = getattr(self.engine, "generate_together", None)
         try:

@@ -8,7 +8,11 @@ overlap on the event loop (engines batch them).
 
 Nothing is lost: an engine exception, a stall past ``trajectory_timeout`` or an env crash ends
 that episode as :attr:`TerminationReason.ERROR` / ``TIMEOUT`` with the partial trajectory and the
-error text, and every task in gives exactly one Episode out, in order.
+error text, and every task in gives exactly one Episode out, in order. Time an episode's
+requests spend waiting for a serving slot of the engine (``ModelOutput.queue_time``: an engine
+that serves only so many requests at once, :mod:`rllm_agents.engines.slots`) is recorded
+apart, per step and as the episode's ``queue_time`` metric, and is left off its
+``trajectory_timeout``: other episodes were ahead of it, it was not slow itself.
 
 Token budgets, with token-level rendering (``token_level=True`` and a tokenizer):
 ``max_prompt_tokens`` bounds the first prompt; ``max_response_tokens`` bounds everything after
@@ -52,7 +56,8 @@ from rllm_agents.chat import (
     tool_calls_to_text,
 )
 from rllm_agents.chat.tool_calls import parse_openai_tool_calls
-from rllm_agents.engines.base import ModelOutput, SamplingParams
+from rllm_agents.engines.base import ContextOverflow, ModelOutput, SamplingParams
+from rllm_agents.engines.slots import QUEUE_CLOCK, QueueClock
 from rllm_agents.execution.dispatch import (
     DISPATCH_MODES,
     Dispatch,
@@ -335,11 +340,15 @@ class AgentExecutionEngine:
         run.agent.reset()
         reason: TerminationReason
         error: str | None = None
+        # This episode's own clock of time queued for the engine's serving slots; the task
+        # running the turns inherits it (each episode runs in its own task and context).
+        clock = QueueClock()
+        clock_token = QUEUE_CLOCK.set(clock)
         try:
             reason = await wait_for_own_time(
                 self._turns(slot, dispatch, run),
                 self.trajectory_timeout,
-                lambda: dispatch.waited(index),
+                lambda: dispatch.waited(index) + clock.waited(),
             )
         except asyncio.TimeoutError:
             reason, error = (
@@ -352,6 +361,8 @@ class AgentExecutionEngine:
         except Exception as exc:  # noqa: BLE001 - every failure must still yield an Episode
             reason, error = TerminationReason.ERROR, f"{type(exc).__name__}: {exc}"
             slot.discard()  # the env (or the agent on its output) raised: do not reuse the env
+        finally:
+            QUEUE_CLOCK.reset(clock_token)
         return self._build_episode(run, reason, error)
 
     async def _turns(self, slot: EnvSlot, dispatch: Dispatch, run: _Run) -> TerminationReason:
@@ -427,6 +438,11 @@ class AgentExecutionEngine:
         started = time.perf_counter()
         try:
             output = await dispatch.generate(run.index, call)
+        except ContextOverflow:
+            # The conversation outgrew the model's context (the engine or its server says so):
+            # the episode's own length, not a failing server, so it ends as a prompt budget
+            # would end it, and is scored, instead of counting as an infrastructure failure.
+            raise EpisodeEnded(TerminationReason.PROMPT_TOO_LONG) from None
         except Exception as exc:
             raise _ModelFailure(f"{type(exc).__name__}: {exc}") from exc
         llm_time = time.perf_counter() - started
@@ -435,9 +451,14 @@ class AgentExecutionEngine:
             if not completion_ids:  # an engine that returns text only: tokenise it ourselves
                 completion_ids = encode(self.tokenizer, output.text)
             run.conversation.add_completion(completion_ids, list(output.logprobs) or None)
-        run.prompt_tokens += len(prompt_ids) or output.prompt_length
-        # Text-only engines still report one logprob per generated token when asked.
-        run.completion_tokens += len(completion_ids) or len(output.logprobs)
+        run.prompt_tokens += (
+            len(prompt_ids) or output.prompt_length or output.usage.get("prompt_tokens", 0)
+        )
+        # Text-only engines still report one logprob per generated token when asked, or at
+        # least the server's count.
+        run.completion_tokens += (
+            len(completion_ids) or len(output.logprobs) or output.usage.get("completion_tokens", 0)
+        )
         return output, llm_time, prompt_ids
 
     def _env_record(
@@ -490,6 +511,7 @@ class AgentExecutionEngine:
             metrics={
                 "turns": float(len(steps)),
                 "llm_time": sum(step.llm_time for step in steps),
+                "queue_time": sum(step.queue_time for step in steps),
                 "env_time": sum(step.env_time for step in steps),
                 "prompt_tokens": float(run.prompt_tokens),
                 "completion_tokens": float(run.completion_tokens),
@@ -638,6 +660,7 @@ def _record_turn(step: Step, output: ModelOutput, prompt_ids: list[int], llm_tim
     step.logprobs = list(output.logprobs)
     step.finish_reason = output.finish_reason
     step.llm_time = llm_time
+    step.queue_time = output.queue_time
 
 
 def episodes_to_jsonl(episodes: Iterable[Episode], path: str | Path) -> None:
