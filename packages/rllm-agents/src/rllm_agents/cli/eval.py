@@ -487,7 +487,8 @@ async def evaluate(
 
 def policy_record(args: argparse.Namespace) -> dict[str, Any]:
     """Who plays, as each episode records it: the model's name and where it was served."""
-    served_by = "openai" if args.base_url else "llamacpp" if args.llamacpp else "local"
+    # make_engine has put the engine it chose in args.engine.
+    served_by = {SERVED: "openai", LLAMACPP: "llamacpp"}.get(args.engine, "local")
     record: dict[str, Any] = {"name": args.model, "engine": served_by}
     if args.base_url:
         record["base_url"] = args.base_url
