@@ -42,6 +42,7 @@ class ModelOutput:
     logprobs: list[float] = field(default_factory=list)  # one per completion token
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     reasoning: str | None = None
+    policy_version: int | None = None  # the weights' version that generated it (weight_sync)
 
     @property
     def prompt_length(self) -> int:

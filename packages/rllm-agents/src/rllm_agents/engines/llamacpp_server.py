@@ -180,6 +180,7 @@ class LlamaCppEngine:
     def __init__(self, server: LlamaCppServer, engine: object) -> None:
         self.server = server
         self.engine = engine
+        self.policy_version = 0  # bumped by update_weights (see engines/weight_sync.py)
 
     @classmethod
     def start(
@@ -194,7 +195,18 @@ class LlamaCppEngine:
         return cls(server, engine)
 
     async def generate(self, messages=None, **kwargs):  # noqa: ANN001, ANN201 - same as engine
-        return await self.engine.generate(messages, **kwargs)
+        version = self.policy_version
+        output = await self.engine.generate(messages, **kwargs)
+        output.policy_version = version
+        return output
+
+    def update_weights(self, state_dict, *, version: int):  # noqa: ANN001, ANN201
+        """Serve these HF weights as policy `version` (GGUF export + restart: llamacpp_sync)."""
+        from rllm_agents.engines.llamacpp_sync import gguf_sync_for, sync_llamacpp_server
+
+        timing = sync_llamacpp_server(self.server, state_dict, version, gguf_sync_for(self))
+        self.policy_version = version
+        return timing
 
     async def aclose(self) -> None:
         try:
