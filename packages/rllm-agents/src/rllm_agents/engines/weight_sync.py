@@ -93,3 +93,19 @@ def record_policy_version(info: MutableMapping[str, Any], output: Any) -> None:
     version = getattr(output, POLICY_VERSION, None)
     if version is not None:
         info[POLICY_VERSION] = version
+
+
+async def sync_weights(engine: Any, weights: PolicyWeights) -> None:
+    """Push `weights` into `engine`, whichever kind its ``update_weights`` is.
+
+    LocalEngine's and llama.cpp's block (a swap waits for running sequences; an export and a
+    restart take seconds), so they run on a thread, off the event loop; vLLM's is a coroutine.
+    """
+    import asyncio
+    import inspect
+
+    update = engine.update_weights
+    if inspect.iscoroutinefunction(update):
+        await update(weights.state_dict, version=weights.version)
+    else:
+        await asyncio.to_thread(update, weights.state_dict, version=weights.version)
