@@ -49,6 +49,7 @@ class ModelOutput:
     # The server's own token counts ("prompt_tokens", "completion_tokens"), when it reports
     # them: the only count there is from a chat server that returns neither ids nor logprobs.
     usage: dict[str, int] = field(default_factory=dict)
+    policy_version: int | None = None  # the weights' version that generated it (weight_sync)
 
     @property
     def prompt_length(self) -> int:

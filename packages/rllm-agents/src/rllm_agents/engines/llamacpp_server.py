@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -233,6 +234,8 @@ class LlamaCppEngine:
         self.engines = engines
         self.slots = ServingSlots(len(servers))
         self._last_slot: collections.OrderedDict[str, int] = collections.OrderedDict()
+        self.policy_version = 0  # set by update_weights (see engines/weight_sync.py)
+        self._gguf_sync: Any = None  # llamacpp_sync.GGUFSync, made by the first sync
 
     @property
     def serving_slots(self) -> int:
@@ -292,6 +295,7 @@ class LlamaCppEngine:
 
     async def generate(self, messages=None, **kwargs) -> ModelOutput:  # noqa: ANN001 - as engine
         key = _conversation_key(messages, kwargs.get("prompt_ids"))
+        version = self.policy_version
         async with self.slots.hold(prefer=self._last_slot.get(key)) as lease:
             output = await self.engines[lease.index].generate(messages, **kwargs)
         self._last_slot[key] = lease.index
@@ -299,7 +303,20 @@ class LlamaCppEngine:
         if len(self._last_slot) > MAX_REMEMBERED_CONVERSATIONS:
             self._last_slot.popitem(last=False)
         output.queue_time += lease.queued_s
+        output.policy_version = version
         return output
+
+    def update_weights(self, state_dict, *, version: int):  # noqa: ANN001, ANN201
+        """Serve these HF weights as policy `version` from every server: one GGUF export, then
+        each server restarted on it (llamacpp_sync). Requests in flight fail: sync between
+        rollout phases."""
+        from rllm_agents.engines.llamacpp_sync import gguf_sync_for, sync_llamacpp_servers
+
+        if self._gguf_sync is None:
+            self._gguf_sync = gguf_sync_for(self.servers[0].model_path)
+        timing = sync_llamacpp_servers(self.servers, state_dict, version, self._gguf_sync)
+        self.policy_version = version
+        return timing
 
     async def aclose(self) -> None:
         try:

@@ -154,6 +154,7 @@ class LocalEngine:
         self._busy_since = 0.0
         self._worker: threading.Thread | None = None
         self._closed = False
+        self.policy_version = 0  # set by update_weights; stamped on every output
 
     @classmethod
     def from_name(cls, name_or_path: str, **kwargs: Any) -> LocalEngine:
@@ -240,11 +241,12 @@ class LocalEngine:
         loop = asyncio.get_running_loop()
         return _Request(ids, sampling or SamplingParams(), loop.create_future(), loop)
 
-    def update_weights(self, state_dict_or_model: Any) -> None:
+    def update_weights(self, state_dict_or_model: Any, *, version: int | None = None) -> None:
         """Load new weights (a state dict or a model with the same architecture).
 
         Blocks until every running sequence has finished (none is admitted meanwhile), so each
-        completion comes from one policy.
+        completion comes from one policy: the one `version` names (one more than before when
+        not given).
         """
         state_dict = (
             state_dict_or_model.state_dict()
@@ -257,6 +259,7 @@ class LocalEngine:
                 while self._decoding:
                     self._swap.wait()
                 missing, unexpected = self.model.load_state_dict(state_dict, strict=False)
+                self.policy_version = self.policy_version + 1 if version is None else version
             finally:
                 self._pending_swaps -= 1
                 self._swap.notify_all()
@@ -518,6 +521,7 @@ class LocalEngine:
             prompt_ids=list(row.request.prompt_ids),
             completion_ids=row.completion_ids,
             logprobs=row.logprobs if row.request.sampling.logprobs else [],
+            policy_version=self.policy_version,  # no swap happens while a row decodes
         )
 
 

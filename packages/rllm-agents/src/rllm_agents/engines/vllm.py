@@ -54,6 +54,7 @@ class VLLMEngine:
         self._vllm = vllm
         self._engine = vllm.AsyncLLMEngine.from_engine_args(args)
         self._request_ids = itertools.count()
+        self.policy_version = 0
 
     async def generate(
         self,
@@ -75,6 +76,7 @@ class VLLMEngine:
         )
         prompt = {"prompt_token_ids": list(prompt_ids)}
         final = None
+        version = self.policy_version
         try:
             request_id = f"rllm-{next(self._request_ids)}"
             async for partial in self._engine.generate(prompt, params, request_id):
@@ -95,13 +97,18 @@ class VLLMEngine:
             prompt_ids=list(prompt_ids),
             completion_ids=token_ids,
             logprobs=logprobs,
+            policy_version=version,
         )
 
-    def update_weights(self, state_dict_or_model: Any) -> None:
-        raise NotImplementedError(
-            "in-process weight sync into vLLM is done by the verl backend; "
-            "use LocalEngine for trainer-driven weight updates"
-        )
+    async def update_weights(self, state_dict: Any, *, version: int) -> None:
+        """Load a merged HF state dict as policy `version` (see engines/vllm_sync.py).
+
+        Call it between rollout phases: requests running during the load may mix weights.
+        """
+        from rllm_agents.engines.vllm_sync import load_into_vllm
+
+        await load_into_vllm(self._engine, state_dict)
+        self.policy_version = version
 
     async def aclose(self) -> None:
         shutdown = getattr(self._engine, "shutdown", None)

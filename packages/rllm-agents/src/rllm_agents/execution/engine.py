@@ -58,6 +58,7 @@ from rllm_agents.chat import (
 from rllm_agents.chat.tool_calls import parse_openai_tool_calls
 from rllm_agents.engines.base import ContextOverflow, ModelOutput, SamplingParams
 from rllm_agents.engines.slots import QUEUE_CLOCK, QueueClock
+from rllm_agents.engines.weight_sync import record_policy_version
 from rllm_agents.execution.dispatch import (
     DISPATCH_MODES,
     Dispatch,
@@ -661,6 +662,7 @@ def _record_turn(step: Step, output: ModelOutput, prompt_ids: list[int], llm_tim
     step.finish_reason = output.finish_reason
     step.llm_time = llm_time
     step.queue_time = output.queue_time
+    record_policy_version(step.info, output)
 
 
 def episodes_to_jsonl(episodes: Iterable[Episode], path: str | Path) -> None:

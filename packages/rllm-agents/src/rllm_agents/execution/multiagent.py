@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from rllm_agents.engines.event_loop import all_or_none
+from rllm_agents.engines.weight_sync import record_policy_version
 from rllm_agents.execution.engine import env_ending, record_tokens
 from rllm_agents.execution.env_slot import EnvSlot, FactoryProbe, LoopPacer, check_call_policy
 from rllm_agents.execution.env_spec import PARALLEL_API, env_identity
@@ -281,6 +282,7 @@ class MultiAgentWorkflow(Workflow):
         step.logprobs = list(output.logprobs)
         step.finish_reason = output.finish_reason
         step.llm_time = response.llm_time
+        record_policy_version(step.info, output)
         return action.action if isinstance(action.action, str) else str(action.action)
 
     def _take(
