@@ -31,7 +31,7 @@ from pathlib import Path
 
 DEFAULT_SIDES = ("native", "verl")
 COLUMNS = (("reward_mean", "reward"), ("time/step_s", "step s"), ("time/rollout_s", "rollout s"),
-           ("time/update_s", "update s"), ("logprob_gap_max", "logprob gap"))  # fmt: skip
+           ("time/update_s", "update s"), ("prob_gap_max", "prob gap"))  # fmt: skip
 
 
 def side_arguments(side: str) -> tuple[str, list[str]]:

@@ -118,9 +118,10 @@ def comparable(episode: Episode) -> dict:
     """An episode without what differs between any two runs: timings, where it ran."""
     data = episode.to_dict()
     data["metrics"] = {k: v for k, v in data["metrics"].items() if not k.endswith("_time")}
+    data["timings"] = {}  # wall-clock stamps of the episode's start and end
     for trajectory in data["trajectories"]:
         for step in trajectory["steps"]:
-            step["llm_time"] = step["env_time"] = 0.0
+            step["llm_time"] = step["env_time"] = step["queue_time"] = 0.0
     return data
 
 

@@ -116,3 +116,10 @@ def test_help_documents_every_flag_and_section():
         assert flag in result.stdout
     for section in ("model:", "env:", "rollout:", "algorithm:", "trainer:"):
         assert section in result.stdout
+
+
+def test_a_bare_off_stays_the_word_off_in_a_text_setting():
+    # YAML reads `off` as false; verl.rollout_is=off must still turn rollout correction off.
+    config = build_config(overrides=["verl.rollout_is=off"])
+    assert config.verl.rollout_is == "off"
+    assert build_config(overrides=["verl.rollout_is=sequence"]).verl.rollout_is == "sequence"

@@ -205,7 +205,9 @@ def test_one_step_off_trains_on_the_previous_policys_episodes(tmp_path, ray_clus
     rllm_train(tmp_path, *RUN_STEPS, "verl.mode=one_step_off", ray_address=ray_cluster)
     first, second = assert_two_real_steps(tmp_path)
     assert abs(first["actor/ppo_kl"]) < SAME_POLICY_KL, first["actor/ppo_kl"]
-    assert second["actor/ppo_kl"] > STALE_POLICY_KL, second["actor/ppo_kl"]
+    # ppo_kl is verl's k1 estimate, a mean of log-prob differences over the sampled tokens:
+    # on a handful of tokens it can come out negative, so its size is what shows the gap.
+    assert abs(second["actor/ppo_kl"]) > STALE_POLICY_KL, second["actor/ppo_kl"]
 
 
 @pytest.mark.slow

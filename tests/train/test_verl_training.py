@@ -28,7 +28,7 @@ pytestmark = pytest.mark.slow
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # Both engines compute in float32 on a CPU: after a weight sync their per-token probabilities
 # differ by float rounding only (seen: about 1e-11). A stale engine would differ by the update.
-LOGPROB_GAP_TOLERANCE = 1e-5
+PROB_GAP_TOLERANCE = 1e-5
 RUN_FLAGS = (
     "--backend", "verl", "--env", LAKE_MODULE_ENV_ID, "--model", "tiny", "--no-progress",
     "rollout.tasks_per_step=2", "rollout.n=2", "rollout.max_turns=2",
@@ -90,7 +90,7 @@ def assert_trained(rows: list[dict], steps: int) -> None:
         assert "rollout_corr/rollout_is_mean" in row, sorted(row)
         # The trainer's log-probs of what the engine sampled equal the engine's own: the engine
         # serving step N holds the weights of update N-1.
-        assert row["logprob_gap_max"] < LOGPROB_GAP_TOLERANCE, row["logprob_gap_max"]
+        assert row["prob_gap_max"] < PROB_GAP_TOLERANCE, row["prob_gap_max"]
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -321,6 +321,10 @@ def _coerce(key: str, value: Any, annotation: Any) -> Any:
     if annotation is str:
         if isinstance(value, (dict, list)):
             raise ConfigError(f"{key}: expected text, got {value!r}")
+        if isinstance(value, bool):
+            # YAML reads a bare `off`/`on` (and `no`/`yes`) as a boolean: for a text setting
+            # such as verl.rollout_is=off that is the switch's word, not "False".
+            return "on" if value else "off"
         return str(value)
     return value
 

@@ -34,8 +34,9 @@ SHARED_NAMES: dict[str, str | tuple[str, ...]] = {
     "entropy": "actor/entropy",
     "response_tokens_mean": "response_length/mean",
     "num_turns_mean": "num_turns/mean",
-    "logprob_gap_mean": "training/rollout_probs_diff_mean",
-    "logprob_gap_max": "training/rollout_probs_diff_max",
+    # verl compares probabilities here (|p_rollout - p_trainer| per token), not log-probs.
+    "prob_gap_mean": "training/rollout_probs_diff_mean",
+    "prob_gap_max": "training/rollout_probs_diff_max",
     "time/step_s": "timing_s/step",
     "time/rollout_s": "timing_s/gen",
     "time/update_s": "timing_s/update_actor",
