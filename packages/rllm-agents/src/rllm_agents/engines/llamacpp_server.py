@@ -206,6 +206,20 @@ class LlamaCppServer:
         self.close()
 
 
+def start_all(servers: list[LlamaCppServer]) -> None:
+    """Start `servers` side by side (each loads its model at the same time as the others);
+    if one fails to come up, all are closed and its error raised."""
+    try:
+        for server in servers:
+            server.launch()
+        for server in servers:
+            server.wait_ready()
+    except BaseException:
+        for server in servers:
+            server.close()
+        raise
+
+
 def _signal_group(process: subprocess.Popen, sig: signal.Signals) -> None:
     try:
         os.killpg(process.pid, sig)
@@ -278,15 +292,7 @@ class LlamaCppEngine:
             )
             for i in range(slots)
         ]
-        try:
-            for server in servers:
-                server.launch()  # all load at once
-            for server in servers:
-                server.wait_ready()
-        except BaseException:
-            for server in servers:
-                server.close()
-            raise
+        start_all(servers)
         engines = [
             OpenAIEngine(server.base_url, server.model_alias, tokenizer=tokenizer, timeout=timeout)
             for server in servers
@@ -307,16 +313,34 @@ class LlamaCppEngine:
         return output
 
     def update_weights(self, state_dict, *, version: int):  # noqa: ANN001, ANN201
-        """Serve these HF weights as policy `version` from every server: one GGUF export, then
-        each server restarted on it (llamacpp_sync). Requests in flight fail: sync between
-        rollout phases."""
-        from rllm_agents.engines.llamacpp_sync import gguf_sync_for, sync_llamacpp_servers
+        """Serve these HF weights as policy `version` from every server: one GGUF export
+        (llamacpp_sync), then each server restarted on it, on its port. Requests in flight
+        fail: sync between rollout phases."""
+        from rllm_agents.engines.llamacpp_sync import (
+            SyncTiming,
+            export_policy,
+            gguf_sync_for,
+            remove_replaced,
+        )
 
         if self._gguf_sync is None:
             self._gguf_sync = gguf_sync_for(self.servers[0].model_path)
-        timing = sync_llamacpp_servers(self.servers, state_dict, version, self._gguf_sync)
+        started = time.perf_counter()
+        previous = Path(self.servers[0].model_path)
+        exported = export_policy(state_dict, previous, version, self._gguf_sync)
+        exported_at = time.perf_counter()
+        for server in self.servers:
+            server.close()
+            server.model_path = exported
+        try:
+            start_all(self.servers)
+        except BaseException:
+            for server in self.servers:
+                server.model_path = previous  # a file that still exists
+            raise
+        remove_replaced(previous, exported, self._gguf_sync)
         self.policy_version = version
-        return timing
+        return SyncTiming(exported_at - started, time.perf_counter() - exported_at)
 
     async def aclose(self) -> None:
         try:

@@ -1,9 +1,9 @@
-"""Weight sync into a llama.cpp server: export the policy to GGUF, restart the server on it.
+"""Weight sync into llama.cpp servers: the policy exported to GGUF, for the servers to restart on.
 
 llama.cpp cannot take weights over the wire, so a sync is: write the trainer's weights into a
-copy of the GGUF the server runs (same metadata, tokenizer and per-tensor quantisation, see
-``gguf_export``), then restart the server process on the new file on the same port, so the
-engine's HTTP client keeps its address. For SmolLM2-135M this takes seconds on CPU.
+copy of the GGUF the servers run (same metadata, tokenizer and per-tensor quantisation, see
+``gguf_export``), then restart each server process on the new file on the same port, so the
+engine's HTTP clients keep their addresses (``LlamaCppEngine.update_weights`` does both). For SmolLM2-135M this takes seconds on CPU.
 
 The served policy is then a *quantised* copy of the trainer's (Q4_1/Q8_0 for the embedded
 model): its log-probs differ from the trainer's by more than sampling noise, as those of a
@@ -16,7 +16,6 @@ trainer waits for its rollouts before it pushes weights).
 from __future__ import annotations
 
 import tempfile
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,39 +42,21 @@ class GGUFSync:
         return Path(self.folder.name)
 
 
-def sync_llamacpp_servers(
-    servers: list[Any], state_dict: Mapping[str, Any], version: int, sync: GGUFSync
-) -> SyncTiming:
-    """Serve `state_dict` as policy `version` from `servers` (LlamaCppServers running one
-    GGUF), each restarted on the same port.
-
-    The GGUF goes to ``policy-v{version}.gguf`` in the sync's folder, written once for all the
-    servers; the file they ran before is removed once the new one serves, unless it is not
-    ours (the shipped model).
-    """
-    started = time.perf_counter()
-    previous = Path(servers[0].model_path)
-    workdir = sync.workdir
-    exported = export_gguf(
-        state_dict, previous, workdir / f"policy-v{version}.gguf", layout=sync.layout
+def export_policy(
+    state_dict: Mapping[str, Any], served: Path, version: int, sync: GGUFSync
+) -> Path:
+    """`state_dict` written as ``policy-v{version}.gguf`` in the sync's folder, in the layout
+    of `served` (the GGUF the servers run now)."""
+    return export_gguf(
+        state_dict, served, sync.workdir / f"policy-v{version}.gguf", layout=sync.layout
     )
-    exported_at = time.perf_counter()
-    for server in servers:
-        server.close()
-        server.model_path = exported
-    try:
-        for server in servers:
-            server.launch()  # all load at once
-        for server in servers:
-            server.wait_ready()
-    except BaseException:
-        for server in servers:
-            server.close()
-            server.model_path = previous  # leave them pointing at a file that still exists
-        raise
-    if previous.parent == workdir and previous != exported:
+
+
+def remove_replaced(previous: Path, exported: Path, sync: GGUFSync) -> None:
+    """Delete the export the servers ran before, once the new one serves (never the shipped
+    model, which is not ours)."""
+    if previous.parent == sync.workdir and previous != exported:
         previous.unlink(missing_ok=True)
-    return SyncTiming(exported_at - started, time.perf_counter() - exported_at)
 
 
 def gguf_sync_for(model_path: str | Path) -> GGUFSync:
