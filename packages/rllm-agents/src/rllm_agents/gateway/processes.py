@@ -194,7 +194,11 @@ class GatewayProcesses:
             raise RuntimeError(f"every gateway process has exited: {self._children[0].exit_reason}")
         child = live[next(self._turns) % len(live)]
         defaults = shapes.sampling_defaults(sampling_defaults)  # checked here, not there
-        child.conn.send(("open", session_id, sampling_defaults))
+        try:
+            child.conn.send(("open", session_id, sampling_defaults))
+        except OSError:  # it died before its end of the socket told this loop
+            self._lost(child)
+            return self.open_session(session_id, sampling_defaults)
         host = f"[{self.spec.host}]" if ":" in self.spec.host else self.spec.host
         session = GatewaySession(
             id=session_id,
@@ -219,7 +223,10 @@ class GatewayProcesses:
             raise RuntimeError(child.exit_reason)
         answer = asyncio.get_running_loop().create_future()
         child.pending[session_id] = answer
-        child.conn.send(("close", session_id))
+        try:
+            child.conn.send(("close", session_id))
+        except OSError:
+            self._lost(child)  # fails `answer` with the process's exit reason
         calls, failed_calls = await answer
         session.failed_calls = failed_calls
         session.closed = True
@@ -239,13 +246,19 @@ class GatewayProcesses:
                 else:
                     answer.set_exception(RuntimeError(payload[0]))
         except (EOFError, OSError):
-            asyncio.get_running_loop().remove_reader(child.conn.fileno())
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                child.process.wait(1.0)
-            child.fail_pending(
-                f"gateway process {child.index} exited (code {child.process.returncode}); "
-                "its sessions' calls are lost"
-            )
+            self._lost(child)
+
+    def _lost(self, child: _Process) -> None:
+        """`child` has exited: stop reading it and fail what waits on it."""
+        if child.exit_reason is not None:
+            return
+        asyncio.get_running_loop().remove_reader(child.conn.fileno())
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.process.wait(1.0)
+        child.fail_pending(
+            f"gateway process {child.index} exited (code {child.process.returncode}); "
+            "its sessions' calls are lost"
+        )
 
 
 def _spawn(index: int, spec: ServingSpec) -> _Process:
