@@ -25,7 +25,6 @@ from typing import Any
 
 from rllm_agents.agents.base import BaseAgent
 from rllm_agents.agents.opponents import scripted_move
-from rllm_agents.engines.base import SamplingParams
 from rllm_agents.engines.local import LocalEngine
 from rllm_agents.execution.multiagent import game_tasks, multiagent_engine
 from rllm_agents.execution.policies import ModelPolicy, Policy, ScriptedPolicy
@@ -83,10 +82,7 @@ class MultiAgentSampler:
         }
 
     def _policies(self, temperature: float, sampling_seed: int | None) -> dict[str, Policy]:
-        limits = self.limits
-        sampling = SamplingParams(
-            temperature=temperature, top_p=limits.top_p, max_tokens=limits.max_response_tokens
-        )
+        sampling = self.limits.sampling(temperature)
         policies: dict[str, Policy] = {}
         for name in self.setup.policies:
             if name == TRAINED:

@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rllm_agents.engines.base import SamplingParams
 from rllm_agents.programs import AgentProgram, ProgramExecutionEngine, program_from_options
 
 from rllm_train.config import ConfigError, ProgramConfig, TrainConfig
@@ -101,7 +100,6 @@ class ProgramSampler:
         if tasks is None:
             raise ValueError("an agent program plays task rows, and this call has none")
         self.model.eval()  # the trainer leaves it in train mode after an update
-        limits = self.limits
         runner = ProgramExecutionEngine(
             self.program,
             self.engine,
@@ -110,9 +108,7 @@ class ProgramSampler:
             n_parallel=len(seeds),
             retry_limit=self.retries,
             timeout=self.timeout,
-            sampling=SamplingParams(
-                temperature=temperature, top_p=limits.top_p, max_tokens=limits.max_response_tokens
-            ),
+            sampling=self.limits.sampling(temperature),
             progress=False,
         )
         return timed_rollout([self.engine], lambda: runner.run(list(tasks), list(seeds)))

@@ -65,6 +65,12 @@ class RolloutLimits:
     top_p: float = 1.0
     dispatch: str = "lockstep"  # or "async" (rllm_agents.execution.dispatch)
 
+    def sampling(self, temperature: float) -> SamplingParams:
+        """The engine settings of one rollout's model turns."""
+        return SamplingParams(
+            temperature=temperature, top_p=self.top_p, max_tokens=self.max_response_tokens
+        )
+
 
 def serving_engine(
     model: Any, tokenizer: Any, *, max_batch_size: int, autocast_dtype: Any = None
@@ -134,9 +140,7 @@ class ExecutionSampler:
             n_parallel=len(seeds),
             max_turns=limits.max_turns,
             max_context_tokens=limits.max_prompt_tokens,
-            sampling=SamplingParams(
-                temperature=temperature, top_p=limits.top_p, max_tokens=limits.max_response_tokens
-            ),
+            sampling=limits.sampling(temperature),
             token_level=True,
             seed=None,
             progress=False,
