@@ -403,6 +403,8 @@ class AgentExecutionEngine:
                 )  # fmt: skip
             run.agent.update_from_env(observation, reward, terminated or truncated, info)
             record_outcome(step, reward, terminated or truncated, info)
+            # Agents commonly set the step's info to the env's, replacing what the engine said.
+            record_policy_version(step.info, output)
             ending = env_ending(info, terminated, truncated)
             if ending is not None:
                 return ending

@@ -42,6 +42,8 @@ SEQUENCE_MODES = ("trajectory", "step")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 ROLLOUT_DISPATCH = ("lockstep", "async")
 EXECUTORS = ("inline", "ray")
+ROLLOUT_MODES = ("sync", "async")
+ROLLOUT_ENGINES = ("local", "llamacpp")
 SHIPPED_CONFIGS = Path(__file__).parent.parent / "configs"  # --config NAME finds NAME.yaml here
 
 
@@ -142,6 +144,20 @@ class RolloutConfig:
     executor: str = "inline"
     ray_address: str = ""  # empty: $RAY_ADDRESS, else a local cluster for the run
     ray_workers: int = 0  # 0: one per node that can host the env kind
+    # sync: a step's episodes are played, then trained on. async: the episodes of the next
+    # steps are played while this step's update runs, by an engine apart from the trained model,
+    # exactly max_staleness updates behind it once under way (docs/training/async.md).
+    mode: str = "sync"
+    max_staleness: int = 1
+    # async: a multi-turn episode in flight when new weights arrive continues on them (its
+    # turns then come from several versions) instead of finishing on the ones it began with.
+    partial_rollouts: bool = False
+    # What generates the training episodes. local: transformers in this process (in sync mode
+    # the trained model itself, in async mode a copy synced after each update). llamacpp:
+    # llama.cpp servers on the CPU serving an F16 GGUF export of the policy, re-exported after
+    # each update (docs/training/weight-sync.md). Validation always plays the trained weights.
+    engine: str = "local"
+    engine_slots: int = 0  # llamacpp: server processes, 0 = one per core (at most 4)
 
 
 @dataclass
@@ -236,6 +252,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "model.dtype": DTYPES,
     "rollout.dispatch": ROLLOUT_DISPATCH,
     "rollout.executor": EXECUTORS,
+    "rollout.mode": ROLLOUT_MODES,
+    "rollout.engine": ROLLOUT_ENGINES,
 }
 
 # Numbers that must be positive (> 0) or non-negative (>= 0).
@@ -246,6 +264,7 @@ POSITIVE = (
     "rollout.max_turns",
     "rollout.max_response_tokens",
     "rollout.max_prompt_tokens",
+    "rollout.max_staleness",
     "multiagent.max_cycles",
     "trainer.steps",
     "trainer.lr",
@@ -258,6 +277,7 @@ NON_NEGATIVE = (
     "rollout.temperature",
     "rollout.val_temperature",
     "rollout.ray_workers",
+    "rollout.engine_slots",
     "program.timeout",
     "program.retries",
     "algorithm.kl_coef",
@@ -479,6 +499,7 @@ def validate(config: TrainConfig) -> None:
         _check_ray_rollouts(config)
     if config.program.given:
         _check_program(config)
+    _check_rollout_engine(config)
     if not 0.0 <= config.algorithm.rae_decay < 1.0:
         raise ConfigError(
             f"algorithm.rae_decay: must be at least 0 and below 1, got {config.algorithm.rae_decay}"
@@ -530,6 +551,38 @@ def _check_ray_rollouts(config: TrainConfig) -> None:
         raise ConfigError(
             "rollout.executor=ray runs each episode on a Ray worker, while lockstep dispatch "
             "plays every episode's turns in one process: set rollout.dispatch=async"
+        )
+
+
+def _check_rollout_engine(config: TrainConfig) -> None:
+    rollout = config.rollout
+    apart = rollout.mode == "async" or rollout.engine != "local"
+    if not apart:
+        if rollout.partial_rollouts:
+            raise ConfigError(
+                "rollout.partial_rollouts: episodes carry over an update only in rollout.mode=async"
+            )
+        return
+    if config.trainer.backend != "native":
+        raise ConfigError(
+            f"rollout.mode / rollout.engine: the {config.trainer.backend} backend schedules its "
+            "own rollouts (verl.mode=one_step_off or fully_async are its asynchronous modes)"
+        )
+    if config.program.given:
+        raise ConfigError(
+            "rollout.mode / rollout.engine: an agent program is served the trained model "
+            "through the gateway, synchronously; leave rollout.mode=sync, rollout.engine=local"
+        )
+    if rollout.executor != "inline":
+        raise ConfigError(
+            "rollout.mode / rollout.engine: episodes on Ray workers are played from the "
+            "trained model itself; use rollout.executor=inline with an engine apart"
+        )
+    if rollout.partial_rollouts and rollout.engine != "local":
+        raise ConfigError(
+            "rollout.partial_rollouts: llama.cpp takes new weights by restarting its servers, "
+            "which ends the requests in flight; partial rollouts need rollout.engine=local, "
+            "whose weights are swapped between two turns"
         )
 
 

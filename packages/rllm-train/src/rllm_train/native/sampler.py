@@ -18,6 +18,8 @@ workers are started once and serve every step.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -86,20 +88,38 @@ def serving_engine(
     )
 
 
-def timed_rollout(engines: Sequence[LocalEngine], play: Callable[[], list[Episode]]) -> Rollout:
-    """The episodes `play` returns, with the time `engines` spent sampling them and the time
-    their envs took."""
-    busy_before = sum(engine.stats.busy_seconds for engine in engines)
+def busy_seconds(engines: Sequence[Any]) -> float | None:
+    """The time `engines` have spent sampling so far (None: an engine that does not count it,
+    such as llama.cpp's servers)."""
+    stats = [getattr(engine, "stats", None) for engine in engines]
+    if any(stat is None for stat in stats):
+        return None
+    return sum(stat.busy_seconds for stat in stats)
+
+
+def timed_rollout(engines: Sequence[Any], play: Callable[[], list[Episode]]) -> Rollout:
+    """The episodes `play` returns, with the time `engines` spent sampling them (the whole
+    call's wall time for engines that do not count it) and the time their envs took."""
+    started = time.perf_counter()
+    busy_before = busy_seconds(engines)
     episodes = play()
+    busy_after = busy_seconds(engines)
+    generate = (
+        busy_after - busy_before
+        if busy_after is not None and busy_before is not None
+        else time.perf_counter() - started
+    )
     return Rollout(
         episodes,
-        generate_seconds=sum(engine.stats.busy_seconds for engine in engines) - busy_before,
+        generate_seconds=generate,
         env_seconds=sum(episode.metrics.get("env_time", 0.0) for episode in episodes),
     )
 
 
 class ExecutionSampler:
-    """Episodes through ``AgentExecutionEngine`` over a ``LocalEngine`` on `model` (module doc)."""
+    """Episodes through ``AgentExecutionEngine`` over a ``LocalEngine`` on `model` (module doc),
+    or over `engine` when one is given (an engine apart from the trained model: a synced copy,
+    llama.cpp's servers; :mod:`.engine_apart`), which the sampler then owns and closes."""
 
     def __init__(
         self,
@@ -112,6 +132,7 @@ class ExecutionSampler:
         max_batch_size: int,
         autocast_dtype: Any = None,
         executor: Any = "inline",
+        engine: Any = None,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -119,7 +140,7 @@ class ExecutionSampler:
         self.agent_factory = agent_factory
         self.limits = limits
         self.executor = resolve_executor(executor)
-        self.engine = serving_engine(
+        self.engine = engine or serving_engine(
             model, tokenizer, max_batch_size=max_batch_size, autocast_dtype=autocast_dtype
         )
 
@@ -130,7 +151,8 @@ class ExecutionSampler:
         sampling_seed: int | None,
         tasks: Sequence[dict[str, Any]] | None = None,
     ) -> Rollout:
-        self.model.eval()  # the trainer leaves it in train mode after an update
+        if getattr(self.engine, "model", None) is self.model:
+            self.model.eval()  # the trainer leaves it in train mode after an update
         limits = self.limits
         executor = AgentExecutionEngine(
             self.agent_factory,
@@ -157,7 +179,16 @@ class ExecutionSampler:
 
     def close(self) -> None:
         self.executor.close()  # Ray workers: their envs, then the workers
-        self.engine.close()
+        close_engine(self.engine)
+
+
+def close_engine(engine: Any) -> None:
+    """Stop `engine`: its ``close()``, or its coroutine ``aclose()`` (llama.cpp's servers)."""
+    close = getattr(engine, "close", None)
+    if close is not None:
+        close()
+    else:
+        asyncio.run(engine.aclose())
 
 
 def rollout_executor(rollout: RolloutConfig, env: EnvConfig) -> Any:

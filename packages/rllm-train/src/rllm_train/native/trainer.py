@@ -18,6 +18,7 @@ seats given by the ``multiagent`` section; only the trained model's seats are tr
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import random
 import time
@@ -40,12 +41,19 @@ from rllm_train.datasets import RunData, run_data, step_rows, validation_rows
 from rllm_train.envs import make_env_factory
 from rllm_train.native import checkpoint, reporting, rollout_correction
 from rllm_train.native.agent import agent_class_for, default_agent_args
+from rllm_train.native.async_rollouts import PENDING_KEY, PlayAhead, PlayedStep, is_stale
 from rllm_train.native.batch import (
     TensorBatch,
     episodes_to_sequences,
     model_tokens,
     to_tensors,
     trained_trajectories,
+)
+from rllm_train.native.engine_apart import (
+    EngineApart,
+    check_engine_apart,
+    snapshot_weights,
+    start_engine_apart,
 )
 from rllm_train.native.models import ValueHead, frozen_copy, hidden_size, load_policy, pick_device
 from rllm_train.native.multiagent_sampler import (
@@ -62,6 +70,7 @@ from rllm_train.native.role_advantages import RoleBaselines, role_key
 from rllm_train.native.sampler import (
     EpisodeSampler,
     ExecutionSampler,
+    Rollout,
     RolloutLimits,
     rollout_executor,
 )
@@ -171,6 +180,13 @@ class NativeTrainer:
         # train/test pair); multi-agent games are drawn from seeds.
         self.data = run_data(config) if self.multiagent is None else RunData()
         self.program = check_program_run(config, self.multiagent, self.data)
+        check_engine_apart(config)
+        if self.plays_apart and self.multiagent is not None:
+            raise ConfigError(
+                "rollout.mode / rollout.engine: multi-agent games are played by the trained "
+                "model itself (and its frozen copies); leave rollout.mode=sync, "
+                "rollout.engine=local"
+            )
         self.agent_factory = self._agent_factory(agent_class, agent_args or {})
         latest = self.output / "checkpoints" / checkpoint.LATEST
         if latest.exists() and not config.trainer.resume:
@@ -226,6 +242,11 @@ class NativeTrainer:
         self.completed_steps = 0
         self.last_episodes: list[Episode] = []
         self._sampler: EpisodeSampler | None = None
+        # rollout.mode=async or rollout.engine=llamacpp: the steps' episodes come from an
+        # engine apart, played ahead (async_rollouts.py); self.sampler then only validates.
+        self.play_ahead: PlayAhead | None = None
+        self._apart_sampler: ExecutionSampler | None = None
+        self._restored_played: list[PlayedStep] = []
 
     # -- set-up ----------------------------------------------------------------------------
     def _agent_factory(
@@ -243,15 +264,8 @@ class NativeTrainer:
         """Where episodes come from (made on first use; assign another to plug one in)."""
         if self._sampler is None:
             rollout = self.config.rollout
-            limits = RolloutLimits(
-                max_turns=rollout.max_turns,
-                max_response_tokens=rollout.max_response_tokens,
-                max_prompt_tokens=rollout.max_prompt_tokens,
-                top_p=rollout.top_p,
-                dispatch=rollout.dispatch,
-            )
-            # A step's (or validation's) episodes all fit in one batch.
-            max_batch_size = max(rollout.tasks_per_step * rollout.n, self.config.trainer.val_tasks)
+            limits = self._rollout_limits()
+            max_batch_size = self._max_batch_size()
             if self.program is not None:
                 self._sampler = ProgramSampler(
                     self.model,
@@ -294,8 +308,64 @@ class NativeTrainer:
     def sampler(self, sampler: EpisodeSampler) -> None:
         self._sampler = sampler  # the one it replaces is the caller's to close
 
+    def _rollout_limits(self) -> RolloutLimits:
+        rollout = self.config.rollout
+        return RolloutLimits(
+            max_turns=rollout.max_turns,
+            max_response_tokens=rollout.max_response_tokens,
+            max_prompt_tokens=rollout.max_prompt_tokens,
+            top_p=rollout.top_p,
+            dispatch=rollout.dispatch,
+        )
+
+    def _max_batch_size(self) -> int:
+        """A step's (or validation's) episodes all fit in one batch."""
+        rollout = self.config.rollout
+        return max(rollout.tasks_per_step * rollout.n, self.config.trainer.val_tasks)
+
+    @property
+    def plays_apart(self) -> bool:
+        """Whether training episodes come from an engine apart from the trained model."""
+        return self.config.rollout.mode == "async" or self.config.rollout.engine != "local"
+
+    def _start_play_ahead(self) -> PlayAhead:
+        rollout = self.config.rollout
+        apart: EngineApart = start_engine_apart(
+            self.config,
+            self.model,
+            self.tokenizer,
+            version=self.completed_steps,
+            max_batch_size=self._max_batch_size(),
+            autocast_dtype=self.autocast_dtype,
+        )
+        self._apart_sampler = ExecutionSampler(
+            self.model,
+            self.tokenizer,
+            self.env_factory,
+            self.agent_factory,
+            self._rollout_limits(),
+            max_batch_size=self._max_batch_size(),
+            engine=apart.engine,
+        )
+        sampler = self._apart_sampler
+        return PlayAhead(
+            apart,
+            lambda step: self._play_step(sampler, step),
+            first_step=self.completed_steps,
+            last_step=self.config.trainer.steps,
+            max_staleness=rollout.max_staleness if rollout.mode == "async" else 0,
+            partial_rollouts=rollout.partial_rollouts,
+            restored=self._restored_played,
+        )
+
     def close(self) -> None:
-        """Stop the sampler's engine (a later step makes a new one)."""
+        """Stop the samplers' engines (a later step makes a new one)."""
+        if self.play_ahead is not None:
+            self.play_ahead.close()
+            self.play_ahead = None
+        if self._apart_sampler is not None:
+            self._apart_sampler.close()
+            self._apart_sampler = None
         if self._sampler is not None:
             self._sampler.close()
             self._sampler = None
@@ -476,7 +546,9 @@ class NativeTrainer:
         """`batch` with the rollout correction's loss mask and importance weights, and its
         metrics; `batch` as it is when the correction is off (rollout_correction.py)."""
         section = self.config.algorithm.rollout_correction
-        shares = rollout_correction.samples_trained_weights(self._sampler, self.model)
+        shares = self.play_ahead is None and rollout_correction.samples_trained_weights(
+            self._sampler, self.model
+        )
         if not rollout_correction.correction_enabled(section, shares):
             return batch, {}
         scored = None
@@ -508,8 +580,9 @@ class NativeTrainer:
             return self._forward(part)[0]
 
     # -- one step, validation, the loop ----------------------------------------------------
-    def train_step(self, step: int) -> dict[str, Any]:
-        started = time.perf_counter()
+    def _step_tasks(self, step: int) -> tuple[list[int], list[dict[str, Any]] | None]:
+        """The env seeds of step `step`'s episodes (each task `rollout.n` times) and, when the
+        run trains on data rows, their rows."""
         rollout = self.config.rollout
         run_seed = self.config.trainer.seed
         task_seeds = step_task_seeds(run_seed, step, rollout.tasks_per_step)
@@ -518,13 +591,52 @@ class NativeTrainer:
         if self.data.train is not None:
             rows = step_rows(self.data.train, run_seed, step, rollout.tasks_per_step)
             tasks = [row for row in rows for _ in range(rollout.n)]
-        sampled = self.sampler.sample(
-            seeds, rollout.temperature, step_sampling_seed(run_seed, step), **rows_given(tasks)
+        return seeds, tasks
+
+    def _play_step(self, sampler: EpisodeSampler, step: int) -> Rollout:
+        seeds, tasks = self._step_tasks(step)
+        sampling_seed = step_sampling_seed(self.config.trainer.seed, step)
+        return sampler.sample(
+            seeds, self.config.rollout.temperature, sampling_seed, **rows_given(tasks)
         )
+
+    def _episodes_of(self, step: int) -> tuple[Rollout, list[int], int, dict[str, Any]]:
+        """Step `step`'s episodes, the env seed of each, the weights version that played them,
+        and metrics of where they came from."""
+        seeds, _ = self._step_tasks(step)
+        if self.play_ahead is None:
+            return self._play_step(self.sampler, step), seeds, step, {}
+        played, waited = self.play_ahead.take(step)
+        # Episodes older than max_staleness allows: only from a checkpoint written under a
+        # larger max_staleness (the player never starts a step on older weights).
+        fresh = [
+            not is_stale(episode, step, self.play_ahead.max_staleness)
+            for episode in played.rollout.episodes
+        ]
+        rollout = dataclasses.replace(
+            played.rollout,
+            episodes=[e for e, keep in zip(played.rollout.episodes, fresh, strict=True) if keep],
+        )
+        kept_seeds = [seed for seed, keep in zip(seeds, fresh, strict=True) if keep]
+        origin = {
+            "async/wait_s": waited,
+            "async/version": played.version,
+            "async/dropped_stale": fresh.count(False),
+        }
+        return rollout, kept_seeds, played.version, origin
+
+    def _publish_weights(self) -> None:
+        """Hand the weights after this update to the engine apart, if a later step needs them."""
+        if self.play_ahead is not None and self.play_ahead.wants(self.completed_steps + 1):
+            self.play_ahead.publish(snapshot_weights(self.model, self.completed_steps + 1))
+
+    def train_step(self, step: int) -> dict[str, Any]:
+        started = time.perf_counter()
+        sampled, seeds, played_by, origin = self._episodes_of(step)
         episodes = sampled.episodes
         self.last_episodes = episodes  # for inspection (benchmarks, debugging)
         if self.config.trainer.save_episodes:
-            self.save_episodes(step, episodes)
+            self.save_episodes(step, episodes, played_by)
         rollout_seconds = time.perf_counter() - started
         groups = [str(seed) for seed in seeds]
         sequences = episodes_to_sequences(
@@ -534,8 +646,9 @@ class NativeTrainer:
             self._role_advantages(episodes, groups),
         )
         update_started = time.perf_counter()
-        batch = to_tensors(sequences, self.pad_id, policy_version=step) if sequences else None
+        batch = to_tensors(sequences, self.pad_id, policy_version=played_by) if sequences else None
         losses = self.update(batch) if batch is not None else {}
+        self._publish_weights()
         update_seconds = time.perf_counter() - update_started
         rewards = self._rewards(episodes)
         correct = [float(e.is_correct) for e in episodes if e.is_correct is not None]
@@ -562,18 +675,22 @@ class NativeTrainer:
             "time/env_s": sampled.env_seconds,
             "time/update_s": update_seconds,
             "time/step_s": time.perf_counter() - started,
+            **origin,
             **(seat_metrics(episodes) if self.multiagent is not None else {}),
             **self._baseline_metrics(),
         }
 
-    def save_episodes(self, step: int, episodes: list[Episode]) -> None:
+    def save_episodes(
+        self, step: int, episodes: list[Episode], played_by: int | None = None
+    ) -> None:
         """Write a step's sampled episodes, stamped with the weights that played them (the
-        model after `step` updates). Atomic, so a step replayed after a resume replaces its
-        file instead of adding to it."""
+        model after `played_by` updates: `step` unless played ahead). Atomic, so a step
+        replayed after a resume replaces its file instead of adding to it."""
         from rllm_agents.episodes.records import TRAIN_EPISODES_FOLDER, episodes_text
 
+        version = step if played_by is None else played_by
         for episode in episodes:
-            episode.policy.update(name=self.config.model.name, version=f"step-{step}")
+            episode.policy.update(name=self.config.model.name, version=f"step-{version}")
         folder = self.output / TRAIN_EPISODES_FOLDER
         folder.mkdir(exist_ok=True)
         write_atomic(folder / f"step_{step + 1:04d}.jsonl", episodes_text(episodes))
@@ -664,6 +781,7 @@ class NativeTrainer:
         checkpoint.restore_rng(state.rng)
         if self.role_baselines is not None:
             self.role_baselines.values = dict(state.extra.get(ROLE_BASELINES, {}))
+        self._restored_played = [PlayedStep.from_dict(d) for d in state.extra.get(PENDING_KEY, [])]
         self.completed_steps = state.step
 
     def save_checkpoint(self) -> Path:
@@ -673,15 +791,21 @@ class NativeTrainer:
             optimizer=self.optimizer.state_dict(),
             value_head=self.value_head.state_dict() if self.value_head is not None else None,
             rng=checkpoint.rng_states(),
-            extra=(
-                {ROLE_BASELINES: dict(self.role_baselines.values)}
-                if self.role_baselines is not None
-                else {}
-            ),
+            extra=self._checkpoint_extra(),
         )
         return checkpoint.save(
             self.output / "checkpoints", state, self.config.trainer.keep_checkpoints
         )
+
+    def _checkpoint_extra(self) -> dict[str, Any]:
+        extra: dict[str, Any] = {}
+        if self.role_baselines is not None:
+            extra[ROLE_BASELINES] = dict(self.role_baselines.values)
+        if self.play_ahead is not None:
+            # The episodes played ahead by weights this checkpoint does not hold (async_rollouts).
+            pending = self.play_ahead.pending(self.completed_steps)
+            extra[PENDING_KEY] = [played.to_dict() for played in pending]
+        return extra
 
     def start_metrics(self) -> dict[str, Any]:
         """The "step 0" row of a fresh run (empty: none): validation before training."""
@@ -728,6 +852,8 @@ class NativeTrainer:
         rows: list[dict[str, Any]] = list(log.earlier_rows)
         checkpoint_seconds: float | None = None
         try:
+            if self.plays_apart and self.completed_steps < trainer.steps:
+                self.play_ahead = self._start_play_ahead()
             start = self.start_metrics() if self.completed_steps == 0 else {}
             if start:
                 start = {"step": 0, **start}

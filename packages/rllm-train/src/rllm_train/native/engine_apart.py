@@ -1,0 +1,176 @@
+"""The engine that plays training episodes when it is not the trained model itself.
+
+In synchronous local training the sampler serves the very model being trained, so every
+rollout sees the last update with no copy. Two set-ups need an engine apart, fed new weights
+after each update:
+
+* ``rollout.mode=async`` with ``rollout.engine=local``: a LocalEngine on a frozen copy of the
+  policy, on the same device. The copy generates the next steps' episodes while the trained
+  model is being updated; weights are swapped in with ``LocalEngine.update_weights``, between
+  two batches of decoding, so the copy never serves half-loaded weights.
+* ``rollout.engine=llamacpp`` (sync or async): llama.cpp servers on the CPU, serving the policy
+  exported to an F16 GGUF after each update (``LlamaCppEngine.update_weights``: an export, then
+  a restart of the servers). F16, not the shipped Q4 file: a training step moves weights by far
+  less than a Q4 quantisation step, so a Q4 export would serve the same policy step after step.
+
+A :class:`WeightSnapshot` is taken on the trainer's thread right after an update: the tensors
+that training changes are cloned, so a push that runs later, on another thread, while the next
+update changes the live weights in place, still sends the weights of that one version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from rllm_agents.engines.local import LocalEngine
+from rllm_agents.engines.weight_sync import lora_scalings, merged_state_dict
+
+from rllm_train.config import ConfigError, TrainConfig
+from rllm_train.native.models import frozen_copy
+
+LLAMACPP_MODEL = "smollm2"  # the one model whose GGUF ships with rllm (rllm_agents.models)
+
+
+@dataclass(frozen=True)
+class WeightSnapshot:
+    """The trained model's state dict after `version` updates, its own parameter names (peft's
+    for a LoRA model), detached from the live model wherever training writes."""
+
+    state_dict: dict[str, torch.Tensor]
+    version: int
+
+
+def snapshot_weights(model: torch.nn.Module, version: int) -> WeightSnapshot:
+    """`model`'s weights now. Tensors that share memory with a trainable parameter (a tied
+    ``lm_head`` included) are cloned, each storage once; frozen ones are never written by the
+    optimiser, so they are passed by reference."""
+    trained = {p.data_ptr() for p in model.parameters() if p.requires_grad}
+    clones: dict[int, torch.Tensor] = {}
+    state = {}
+    for name, tensor in model.state_dict().items():
+        pointer = tensor.data_ptr()
+        if pointer in trained:
+            if pointer not in clones:
+                clones[pointer] = tensor.detach().clone()
+            state[name] = clones[pointer]
+        else:
+            state[name] = tensor
+    return WeightSnapshot(state, version)
+
+
+@dataclass
+class EngineApart:
+    """An engine, what it is called in messages, and how a snapshot is pushed into it."""
+
+    engine: Any
+    kind: str
+    push_weights: Callable[[WeightSnapshot], None]
+    swaps_between_turns: bool  # new weights can arrive while episodes are in flight
+
+    def push(self, snapshot: WeightSnapshot) -> None:
+        self.push_weights(snapshot)
+
+    @property
+    def version(self) -> int:
+        return int(self.engine.policy_version)
+
+
+def check_engine_apart(config: TrainConfig) -> None:
+    """What can be refused before any model loads."""
+    if config.rollout.engine == "llamacpp" and config.model.name != LLAMACPP_MODEL:
+        raise ConfigError(
+            f"rollout.engine=llamacpp: serves the embedded SmolLM2's GGUF, exported from the "
+            f"trained weights after each update; model.name must be {LLAMACPP_MODEL}, got "
+            f"{config.model.name!r}"
+        )
+
+
+def local_copy_engine(
+    model: torch.nn.Module,
+    tokenizer: Any,
+    *,
+    version: int,
+    max_batch_size: int,
+    autocast_dtype: Any = None,
+) -> EngineApart:
+    """A LocalEngine on a copy of `model` as it is now: the weights after `version` updates."""
+    copy = frozen_copy(model)
+    engine = LocalEngine(
+        copy,
+        tokenizer,
+        device=str(next(model.parameters()).device),
+        max_batch_size=max_batch_size,
+        autocast_dtype=autocast_dtype,
+    )
+    engine.policy_version = version
+
+    def push(snapshot: WeightSnapshot) -> None:
+        engine.update_weights(snapshot.state_dict, version=snapshot.version)
+
+    return EngineApart(engine, "local copy", push, swaps_between_turns=True)
+
+
+def llamacpp_engine(
+    model: torch.nn.Module, tokenizer: Any, *, version: int, shipped: bool, slots: int, seed: int
+) -> EngineApart:
+    """llama.cpp servers on an F16 copy of the shipped GGUF, then on `model`'s weights (after
+    `version` updates) unless they are still the `shipped` ones."""
+    from rllm_agents.engines.llamacpp_server import LlamaCppEngine, llamacpp_available
+
+    if not llamacpp_available():
+        raise ConfigError(
+            "rollout.engine=llamacpp: llama-cpp-python[server] is not installed (it comes with "
+            "rllm-agents[llamacpp])"
+        )
+    engine = LlamaCppEngine.start(
+        LLAMACPP_MODEL, slots=slots or None, seed=seed, tokenizer=tokenizer, weights="f16"
+    )
+    scalings = lora_scalings(model)
+
+    def push(snapshot: WeightSnapshot) -> None:
+        # llama.cpp has no adapters to load: a LoRA policy is served merged.
+        engine.update_weights(
+            merged_state_dict(snapshot.state_dict, scalings), version=snapshot.version
+        )
+
+    apart = EngineApart(engine, "llama.cpp", push, swaps_between_turns=False)
+    if not shipped:
+        try:
+            apart.push(snapshot_weights(model, version))
+        except BaseException:
+            asyncio.run(engine.aclose())
+            raise
+    return apart
+
+
+def start_engine_apart(
+    config: TrainConfig,
+    model: torch.nn.Module,
+    tokenizer: Any,
+    *,
+    version: int,
+    max_batch_size: int,
+    autocast_dtype: Any = None,
+) -> EngineApart:
+    """The engine `config.rollout.engine` names, serving `model`'s current weights, which are
+    those after `version` updates."""
+    if config.rollout.engine == "llamacpp":
+        return llamacpp_engine(
+            model,
+            tokenizer,
+            version=version,
+            shipped=version == 0 and not config.model.init_from,
+            slots=config.rollout.engine_slots,
+            seed=config.trainer.seed,
+        )
+    return local_copy_engine(
+        model,
+        tokenizer,
+        version=version,
+        max_batch_size=max_batch_size,
+        autocast_dtype=autocast_dtype,
+    )
