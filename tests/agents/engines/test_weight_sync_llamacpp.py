@@ -77,12 +77,19 @@ def trainer_logprobs(model, ids: list[int], count: int) -> np.ndarray:
     return picked[-count:].numpy()
 
 
-def logprob_gap(engine, model, tokenizer, reply: str) -> float:
-    """Mean |llama.cpp - trainer| log-prob over the tokens of `reply` after the chat prompt."""
+def teacher_forced(tokenizer, reply: str) -> tuple[str, list[int], int]:
+    """The chat prompt followed by `reply`: as text, as token ids, and how many of those
+    ids are the reply's (the tail both sides score)."""
     prompt = prompt_text(tokenizer)
     ids = tokenizer(prompt + reply, add_special_tokens=False)["input_ids"]
     count = len(ids) - len(tokenizer(prompt, add_special_tokens=False)["input_ids"])
-    served = served_logprobs(engine, prompt + reply, count)
+    return prompt + reply, ids, count
+
+
+def logprob_gap(engine, model, tokenizer, reply: str) -> float:
+    """Mean |llama.cpp - trainer| log-prob over the tokens of `reply` after the chat prompt."""
+    text, ids, count = teacher_forced(tokenizer, reply)
+    served = served_logprobs(engine, text, count)
     return float(np.abs(served - trainer_logprobs(model, ids, count)).mean())
 
 

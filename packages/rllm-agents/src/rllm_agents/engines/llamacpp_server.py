@@ -45,6 +45,9 @@ from rllm_agents.run_folder import die_with_parent
 MAX_DEFAULT_SLOTS = 4
 # Conversations whose last server is remembered (the oldest is forgotten first).
 MAX_REMEMBERED_CONVERSATIONS = 4096
+# What LlamaCppEngine.start(weights=...) serves: the GGUF as given, or its F16 copy
+# (engines/gguf_retype.py), which a trainer's small updates do not round away.
+SERVED_WEIGHTS = ("served", "f16")
 
 
 def free_port() -> int:
@@ -264,10 +267,16 @@ class LlamaCppEngine:
         seed: int = 0,
         tokenizer: object = None,
         timeout: float = 60,
+        weights: str = "served",
         **server_kwargs: object,
     ) -> LlamaCppEngine:
         """Serve `model` ("smollm2" or a GGUF path) with `slots` servers (default: one per
         core, at most MAX_DEFAULT_SLOTS) and connect an OpenAIEngine to each.
+
+        `weights`: "served" runs the GGUF as it is (the embedded SmolLM2 is Q4_1/Q8_0, the
+        fast choice to evaluate); "f16" runs its F16 copy (``gguf_retype.f16_copy``, made
+        once and cached), for training: ``update_weights`` then exports at F16, where a
+        trainer's updates (~1e-4 per step) show, while Q4_1 (steps of ~1e-2) rounds them away.
 
         Server i samples from seed ``seed + i + 1``: a server draws each request's seed from
         a chain that starts at its own seed, so servers started alike would give the k-th
@@ -276,10 +285,18 @@ class LlamaCppEngine:
         """
         from rllm_agents.engines.openai import OpenAIEngine
 
-        gguf = None if model == "smollm2" else model
+        if weights not in SERVED_WEIGHTS:
+            choices = ", ".join(repr(choice) for choice in SERVED_WEIGHTS)
+            raise ValueError(f"llama.cpp weights must be one of {choices}, got {weights!r}")
         slots = slots or default_slots()
         if slots < 1:
             raise ValueError(f"llama.cpp slots must be at least 1, got {slots}")
+        gguf = None if model == "smollm2" else model
+        if weights == "f16":
+            from rllm_agents.engines.gguf_retype import f16_copy
+            from rllm_agents.models import smollm2_gguf_path
+
+            gguf = f16_copy(gguf or smollm2_gguf_path())
         # The cores shared out: servers that each use every core would fight over them.
         server_kwargs.setdefault("n_threads", max(1, usable_cores() // slots))
         # SmolLM2's own context (8192; LlamaCppServer's default is 4096): an 8-turn FrozenLake
