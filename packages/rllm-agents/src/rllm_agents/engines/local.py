@@ -123,6 +123,7 @@ class LocalEngine:
         dtype: Any = None,
         seed: int = 0,
         autocast_dtype: Any = None,
+        cpu_threads: int | None = None,
     ) -> None:
         from rllm_agents.models import load_model, load_tokenizer
 
@@ -141,6 +142,10 @@ class LocalEngine:
         # Sampling under autocast (e.g. bfloat16 on a GPU, as a trainer trains): autocast is
         # per thread, so the worker enters it itself.
         self.autocast_dtype = autocast_dtype
+        # Intra-op threads of the worker on a CPU (None: torch's default, every core). A
+        # thread's own setting: an engine beside a trainer in the same process can leave it
+        # cores instead of both spinning on all of them.
+        self.cpu_threads = cpu_threads
         self.stats = BatchStats()
         self._eos_ids = self._collect_eos_ids()
         self._pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
@@ -295,6 +300,8 @@ class LocalEngine:
     def _serve(self) -> None:
         import torch
 
+        if self.cpu_threads:
+            torch.set_num_threads(self.cpu_threads)  # this thread's, not the process's
         autocast = (
             torch.autocast(self.device.type, dtype=self.autocast_dtype)
             if self.autocast_dtype is not None

@@ -158,6 +158,8 @@ class RolloutConfig:
     # each update (docs/training/weight-sync.md). Validation always plays the trained weights.
     engine: str = "local"
     engine_slots: int = 0  # llamacpp: server processes, 0 = one per core (at most 4)
+    # local engine apart, on a CPU: its intra-op threads (0: every core, as the trainer's)
+    engine_threads: int = 0
 
 
 @dataclass
@@ -278,6 +280,7 @@ NON_NEGATIVE = (
     "rollout.val_temperature",
     "rollout.ray_workers",
     "rollout.engine_slots",
+    "rollout.engine_threads",
     "program.timeout",
     "program.retries",
     "algorithm.kl_coef",

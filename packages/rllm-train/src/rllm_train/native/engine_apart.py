@@ -96,15 +96,19 @@ def local_copy_engine(
     version: int,
     max_batch_size: int,
     autocast_dtype: Any = None,
+    cpu_threads: int | None = None,
 ) -> EngineApart:
-    """A LocalEngine on a copy of `model` as it is now: the weights after `version` updates."""
+    """A LocalEngine on a copy of `model` as it is now: the weights after `version` updates.
+    On a CPU its worker uses `cpu_threads` intra-op threads (None: every core)."""
     copy = frozen_copy(model)
+    device = next(model.parameters()).device
     engine = LocalEngine(
         copy,
         tokenizer,
-        device=str(next(model.parameters()).device),
+        device=str(device),
         max_batch_size=max_batch_size,
         autocast_dtype=autocast_dtype,
+        cpu_threads=cpu_threads if device.type == "cpu" else None,
     )
     engine.policy_version = version
 
@@ -173,4 +177,5 @@ def start_engine_apart(
         version=version,
         max_batch_size=max_batch_size,
         autocast_dtype=autocast_dtype,
+        cpu_threads=config.rollout.engine_threads or None,
     )
