@@ -31,15 +31,12 @@ processes. On a GPU the local copy runs beside the update (``trainer.device=cuda
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from verl_vs_native import median_after_first, show
+from verl_vs_native import median_after_first, run_training, show
 
 SIDES = {
     "sync": ["rollout.mode=sync", "rollout.engine=local"],
@@ -58,13 +55,7 @@ def run_side(side: str, output: Path, args: argparse.Namespace) -> tuple[list[di
         "trainer.validate_held_out=false", "trainer.save_every=0", "trainer.tensorboard=false",
         f"trainer.lr={args.lr}", *args.overrides, *SIDES[side],
     ]  # fmt: skip
-    started = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True)
-    seconds = time.perf_counter() - started
-    if done.returncode != 0:
-        sys.exit(f"{side} failed ({done.returncode}):\n{done.stderr[-4000:]}")
-    rows = [json.loads(line) for line in (output / "metrics.jsonl").read_text().splitlines()]
-    return [row for row in rows if "reward_mean" in row], seconds
+    return run_training(side, command, output)
 
 
 def elapsed(rows: list[dict]) -> list[float]:

@@ -51,6 +51,11 @@ def run_side(side: str, output: Path, args: argparse.Namespace) -> tuple[list[di
         "trainer.validate_held_out=false", "trainer.save_every=0", *args.overrides,
         *side_overrides,
     ]  # fmt: skip
+    return run_training(side, command, output)
+
+
+def run_training(side: str, command: list[str], output: Path) -> tuple[list[dict], float]:
+    """Run one ``rllm-train`` command writing to `output`: its step rows and wall seconds."""
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True)
     seconds = time.perf_counter() - started

@@ -26,7 +26,9 @@ STEPS = 4
 REPO = Path(__file__).resolve().parents[2]
 
 
-def command(output: Path, model: str, *extra: str) -> list[str]:
+def command(output: Path, model: str, *extra: str, **changes: object) -> list[str]:
+    """The CLI call of these runs; `changes` ({"trainer.steps": 40}) replace their settings
+    (an override in `extra` would not: the settings come after it and win)."""
     overrides = run_overrides(
         output,
         model,
@@ -36,6 +38,7 @@ def command(output: Path, model: str, *extra: str) -> list[str]:
             "trainer.keep_checkpoints": 10,
             "rollout.temperature": 2.0,
             "trainer.tensorboard": False,
+            **changes,
         },
     )
     return [

@@ -94,7 +94,7 @@ def test_kill_9_at_every_phase_then_resume_loses_and_doubles_nothing(tmp_path, t
 def test_a_second_writer_and_a_resume_while_running_are_refused(tmp_path, tiny_model):
     output = tmp_path / "run"
     first = subprocess.Popen(
-        command(output, tiny_model, "trainer.steps=40"),
+        command(output, tiny_model, **{"trainer.steps": 40}),
         env=run_env(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
