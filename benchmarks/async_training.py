@@ -12,7 +12,8 @@ and overrides; only the rollout settings differ:
     async-llamacpp  rollout.mode=async rollout.engine=llamacpp
 
 Printed per side: samples/s (episodes trained on per second of the training loop: the steps'
-wall time, validation and start-up left out), the median step time after the first, the time the
+wall time, validation and start-up left out, and the first and last step too, given 4 or more:
+warm-up, and a last update with nothing left to generate beside it), the median step time after the first, the time the
 trainer waited for episodes, the log-prob gap between the generating engine and the trainer,
 staleness, the reward of the last steps and the wall time at which the reward's moving average
 (3 steps) first reached ``--target``; then each side's samples/s as a ratio to the first side.
@@ -78,8 +79,9 @@ def time_to_target(rows: list[dict], target: float, window: int = 3) -> float | 
 
 
 def summary(rows: list[dict], target: float) -> dict[str, float | None]:
-    # After the first step, which pays for warm-up (kernels, caches) on every side.
-    timed = rows[1:] or rows
+    # Leaving out the first step, which pays for warm-up on every side, and (given enough
+    # steps) the last, whose update has no next step to overlap in the asynchronous modes.
+    timed = rows[1:-1] if len(rows) >= 4 else rows[1:] or rows
     episodes = sum(row["episodes"] for row in timed)
     loop_seconds = sum(row["time/step_s"] for row in timed)
     last = rows[-3:]

@@ -87,10 +87,10 @@ class PlayAheadClosed(RuntimeError):
 
 
 class WeightBoard:
-    """Weight snapshots the trainer published, kept until the player has taken them."""
+    """Weight snapshots the trainer published, kept until the player has taken them (the
+    caller holds PlayAhead's lock around every call)."""
 
-    def __init__(self, condition: threading.Condition) -> None:
-        self._condition = condition
+    def __init__(self) -> None:
         self._snapshots: dict[int, WeightSnapshot] = {}
         self.newest = -1
 
@@ -139,7 +139,7 @@ class PlayAhead:
         self.max_staleness = max_staleness
         self.partial_rollouts = partial_rollouts
         self._condition = threading.Condition()
-        self._board = WeightBoard(self._condition)
+        self._board = WeightBoard()
         self._board.newest = first_step
         self._ready: dict[int, PlayedStep] = {p.step: p for p in restored or []}
         self._next_to_play = first_step
