@@ -202,9 +202,10 @@ def test_existing_run_without_resume_is_refused_before_loading(tmp_path):
         NativeTrainer(config)
 
 
-def test_the_old_rollout_engine_key_is_refused_with_its_replacement():
-    with pytest.raises(ConfigError, match="unknown config key 'rollout.engine'.*dispatch"):
-        build_config(overrides={"rollout.engine": "execution"})
+@pytest.mark.parametrize("old", ["execution", "lockstep"])
+def test_the_old_rollout_engine_values_are_refused_with_their_replacement(old):
+    with pytest.raises(ConfigError, match=f"rollout.engine={old}: .*use rollout.dispatch="):
+        build_config(overrides={"rollout.engine": old})
 
 
 @pytest.mark.slow

@@ -159,7 +159,9 @@ class LocalEngine:
         self._busy_since = 0.0
         self._worker: threading.Thread | None = None
         self._closed = False
-        self.policy_version = 0  # set by update_weights; stamped on every output
+        # Set by update_weights; stamped on every output. None: not tracked here (an engine
+        # serving a model that its owner updates in place, such as a trainer's).
+        self.policy_version: int | None = 0
 
     @classmethod
     def from_name(cls, name_or_path: str, **kwargs: Any) -> LocalEngine:
@@ -264,7 +266,7 @@ class LocalEngine:
                 while self._decoding:
                     self._swap.wait()
                 missing, unexpected = self.model.load_state_dict(state_dict, strict=False)
-                self.policy_version = self.policy_version + 1 if version is None else version
+                self.policy_version = (self.policy_version or 0) + 1 if version is None else version
             finally:
                 self._pending_swaps -= 1
                 self._swap.notify_all()

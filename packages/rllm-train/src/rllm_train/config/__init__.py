@@ -471,7 +471,20 @@ def get_value(config: TrainConfig, dotted: str) -> Any:
     return getattr(getattr(config, section), key)
 
 
+# Values a key took in an earlier version, with the setting that now does their job.
+RETIRED_VALUES = {
+    ("rollout.engine", "lockstep"): "rollout.dispatch=lockstep",
+    ("rollout.engine", "execution"): "rollout.dispatch=lockstep",
+}
+
+
 def validate(config: TrainConfig) -> None:
+    for (key, value), successor in RETIRED_VALUES.items():
+        if get_value(config, key) == value:
+            raise ConfigError(
+                f"{key}={value}: the trainer's own rollout loop is gone, and {key} now picks "
+                f"the generating engine ({', '.join(CHOICES[key])}); use {successor}"
+            )
     for key, allowed in CHOICES.items():
         if get_value(config, key) not in allowed:
             raise ConfigError(

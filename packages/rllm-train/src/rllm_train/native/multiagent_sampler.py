@@ -34,7 +34,7 @@ from rllm_agents.types import Episode
 from rllm_train.native.batch import trainable, usable
 from rllm_train.native.multiagent_setup import TRAINED, MultiAgentSetup
 from rllm_train.native.opponents import FrozenModel
-from rllm_train.native.sampler import Rollout, RolloutLimits, timed_rollout
+from rllm_train.native.sampler import Rollout, RolloutLimits, serving_engine, timed_rollout
 
 RETRIES = 1  # a game that errors (a model or env exception) is played once more, then dropped
 
@@ -64,8 +64,8 @@ class MultiAgentSampler:
         device = str(next(model.parameters()).device)
         # Turn-based games ask one seat at a time, phased ones (solver-judge) several at once.
         batch = max_batch_size * len(setup.seats)
-        self.engine = LocalEngine(
-            model, tokenizer, device=device, max_batch_size=batch, autocast_dtype=autocast_dtype
+        self.engine = serving_engine(
+            model, tokenizer, max_batch_size=batch, autocast_dtype=autocast_dtype
         )
         self.frozen = {
             name: (

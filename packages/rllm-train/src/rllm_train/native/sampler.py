@@ -79,13 +79,18 @@ def serving_engine(
 ) -> LocalEngine:
     """A LocalEngine on `model` itself, on its device: no copy, so every rollout samples from
     the weights as the last update left them."""
-    return LocalEngine(
+    engine = LocalEngine(
         model,
         tokenizer,
         device=str(next(model.parameters()).device),
         max_batch_size=max_batch_size,
         autocast_dtype=autocast_dtype,
     )
+    # Its weights are the trainer's, whatever their version: samples carry none, and the
+    # trainer takes them to be from the weights it trains (a version of its own, never
+    # updated, would claim the starting weights).
+    engine.policy_version = None
+    return engine
 
 
 def busy_seconds(engines: Sequence[Any]) -> float | None:
