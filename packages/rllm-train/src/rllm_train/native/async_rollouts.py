@@ -90,9 +90,9 @@ class WeightBoard:
     """Weight snapshots the trainer published, kept until the player has taken them (the
     caller holds PlayAhead's lock around every call)."""
 
-    def __init__(self) -> None:
+    def __init__(self, served: int) -> None:
         self._snapshots: dict[int, WeightSnapshot] = {}
-        self.newest = -1
+        self.newest = served  # the engine starts on these weights, published by nobody
 
     def publish(self, snapshot: WeightSnapshot, keep_only_newest: bool) -> None:
         if keep_only_newest:
@@ -139,8 +139,7 @@ class PlayAhead:
         self.max_staleness = max_staleness
         self.partial_rollouts = partial_rollouts
         self._condition = threading.Condition()
-        self._board = WeightBoard()
-        self._board.newest = first_step
+        self._board = WeightBoard(served=first_step)
         self._ready: dict[int, PlayedStep] = {p.step: p for p in restored or []}
         self._next_to_play = first_step
         while self._next_to_play in self._ready:

@@ -68,11 +68,8 @@ class EngineApart:
 
     engine: Any
     kind: str
-    push_weights: Callable[[WeightSnapshot], None]
+    push: Callable[[WeightSnapshot], None]  # the snapshot served from then on
     swaps_between_turns: bool  # new weights can arrive while episodes are in flight
-
-    def push(self, snapshot: WeightSnapshot) -> None:
-        self.push_weights(snapshot)
 
     @property
     def version(self) -> int:

@@ -546,9 +546,8 @@ class NativeTrainer:
         """`batch` with the rollout correction's loss mask and importance weights, and its
         metrics; `batch` as it is when the correction is off (rollout_correction.py)."""
         section = self.config.algorithm.rollout_correction
-        shares = self.play_ahead is None and rollout_correction.samples_trained_weights(
-            self._sampler, self.model
-        )
+        generating = self._apart_sampler or self._sampler  # whichever played the steps
+        shares = rollout_correction.samples_trained_weights(generating, self.model)
         if not rollout_correction.correction_enabled(section, shares):
             return batch, {}
         scored = None
