@@ -82,15 +82,22 @@ class SlowUpdates(NativeTrainer):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("max_staleness", "steps"), [(2, 5), (1, 4)])
+@pytest.mark.parametrize(
+    ("max_staleness", "steps", "engine"),
+    [(2, 5, "local"), (1, 4, "process")],  # a copy in this process; one in a process of its own
+)
 def test_each_step_is_played_by_the_weights_max_staleness_updates_behind(
-    tmp_path, tiny_model, max_staleness, steps
+    tmp_path, tiny_model, max_staleness, steps, engine
 ):
     config = build_config(
         overrides=async_overrides(
             tmp_path / "run",
             tiny_model,
-            **{"rollout.max_staleness": max_staleness, "trainer.steps": steps},
+            **{
+                "rollout.max_staleness": max_staleness,
+                "trainer.steps": steps,
+                "rollout.engine": engine,
+            },
         )
     )
     trainer = SlowUpdates(config)

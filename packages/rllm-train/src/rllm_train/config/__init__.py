@@ -43,7 +43,7 @@ DTYPES = ("auto", "float32", "bfloat16", "float16")
 ROLLOUT_DISPATCH = ("lockstep", "async")
 EXECUTORS = ("inline", "ray")
 ROLLOUT_MODES = ("sync", "async")
-ROLLOUT_ENGINES = ("local", "llamacpp")
+ROLLOUT_ENGINES = ("local", "process", "llamacpp")
 SHIPPED_CONFIGS = Path(__file__).parent.parent / "configs"  # --config NAME finds NAME.yaml here
 
 
@@ -153,12 +153,15 @@ class RolloutConfig:
     # turns then come from several versions) instead of finishing on the ones it began with.
     partial_rollouts: bool = False
     # What generates the training episodes. local: transformers in this process (in sync mode
-    # the trained model itself, in async mode a copy synced after each update). llamacpp:
+    # the trained model itself, in async mode a copy synced after each update). process: a
+    # transformers copy in a process of its own, synced after each update (its own interpreter
+    # and, on a CPU, its own threads beside the update). llamacpp:
     # llama.cpp servers on the CPU serving an F16 GGUF export of the policy, re-exported after
     # each update (docs/training/weight-sync.md). Validation always plays the trained weights.
     engine: str = "local"
     engine_slots: int = 0  # llamacpp: server processes, 0 = one per core (at most 4)
-    # local engine apart, on a CPU: its intra-op threads (0: every core, as the trainer's)
+    # local/process engine apart, on a CPU: its intra-op threads (0: local every core, as the
+    # trainer's; process half the cores)
     engine_threads: int = 0
 
 
@@ -212,6 +215,9 @@ class TrainerConfig:
     ppo_epochs: int = 1
     seed: int = 0
     device: str = "auto"  # auto = cuda when available
+    # On a CPU: the intra-op threads of the update (0: torch's default, every core). With an
+    # engine in a process of its own (rollout.engine=process) the two can split the cores.
+    cpu_threads: int = 0
     output: str = "runs/rllm-train"
     save_every: int = 10  # 0 = only at the end
     keep_checkpoints: int = 2
@@ -289,6 +295,7 @@ NON_NEGATIVE = (
     "trainer.val_every",
     "trainer.val_tasks",
     "trainer.max_grad_norm",
+    "trainer.cpu_threads",
 )
 
 
@@ -594,11 +601,11 @@ def _check_rollout_engine(config: TrainConfig) -> None:
             "rollout.mode / rollout.engine: episodes on Ray workers are played from the "
             "trained model itself; use rollout.executor=inline with an engine apart"
         )
-    if rollout.partial_rollouts and rollout.engine != "local":
+    if rollout.partial_rollouts and rollout.engine == "llamacpp":
         raise ConfigError(
             "rollout.partial_rollouts: llama.cpp takes new weights by restarting its servers, "
-            "which ends the requests in flight; partial rollouts need rollout.engine=local, "
-            "whose weights are swapped between two turns"
+            "which ends the requests in flight; partial rollouts need rollout.engine=local or "
+            "process, whose weights are swapped between two turns"
         )
 
 

@@ -8,6 +8,9 @@ after each update:
   policy, on the same device. The copy generates the next steps' episodes while the trained
   model is being updated; weights are swapped in with ``LocalEngine.update_weights``, between
   two batches of decoding, so the copy never serves half-loaded weights.
+* ``rollout.engine=process`` (sync or async): the same LocalEngine in a process of its own
+  (``rllm_agents.engines.process``), so generation has its own interpreter and, on a CPU, its
+  own thread pool beside the update; weights go over in shared memory.
 * ``rollout.engine=llamacpp`` (sync or async): llama.cpp servers on the CPU, serving the policy
   exported to an F16 GGUF after each update (``LlamaCppEngine.update_weights``: an export, then
   a restart of the servers). F16, not the shipped Q4 file: a training step moves weights by far
@@ -27,6 +30,7 @@ from typing import Any
 
 import torch
 from rllm_agents.engines.local import LocalEngine
+from rllm_agents.engines.llamacpp_server import usable_cores
 from rllm_agents.engines.weight_sync import lora_scalings, merged_state_dict
 
 from rllm_train.config import ConfigError, TrainConfig
@@ -148,6 +152,85 @@ def llamacpp_engine(
     return apart
 
 
+def process_engine(
+    model: torch.nn.Module,
+    tokenizer: Any,
+    *,
+    version: int,
+    max_batch_size: int,
+    seed: int,
+    autocast_dtype: Any = None,
+    cpu_threads: int | None = None,
+) -> EngineApart:
+    """A LocalEngine in a process of its own (``ProcessEngine``) on `model` as it is now: the
+    weights after `version` updates. A LoRA policy is served merged, as llama.cpp serves it."""
+    from rllm_agents.engines.process import ProcessEngine
+
+    device = next(model.parameters()).device
+    engine = ProcessEngine(
+        model,
+        tokenizer,
+        device=str(device),
+        max_batch_size=max_batch_size,
+        seed=seed,
+        cpu_threads=cpu_threads if device.type == "cpu" else None,
+        autocast_dtype=autocast_dtype,
+        version=version,
+    )
+    scalings = lora_scalings(model)
+
+    def push(snapshot: WeightSnapshot) -> None:
+        engine.update_weights(
+            merged_state_dict(snapshot.state_dict, scalings), version=snapshot.version
+        )
+
+    return EngineApart(engine, "process", push, swaps_between_turns=True)
+
+
+def engine_threads(config: TrainConfig) -> int | None:
+    """The CPU threads of the engine apart (None: torch's default, every core).
+
+    A LocalEngine in its own process defaults to half the cores: left at every core, it and
+    the trainer would each spin a thread per core, and on a small machine the two pools then
+    preempt each other mid-kernel."""
+    if config.rollout.engine_threads:
+        return config.rollout.engine_threads
+    if config.rollout.engine == "process":
+        return max(1, usable_cores() // 2)
+    return None
+
+
+# What each rollout.engine value starts: (config, model, tokenizer, version, max batch size,
+# autocast dtype) -> the engine apart, serving the weights after `version` updates.
+ENGINES_APART: dict[str, Callable[..., EngineApart]] = {
+    "local": lambda config, model, tokenizer, version, batch, autocast: local_copy_engine(
+        model,
+        tokenizer,
+        version=version,
+        max_batch_size=batch,
+        autocast_dtype=autocast,
+        cpu_threads=engine_threads(config),
+    ),
+    "process": lambda config, model, tokenizer, version, batch, autocast: process_engine(
+        model,
+        tokenizer,
+        version=version,
+        max_batch_size=batch,
+        seed=config.trainer.seed,
+        autocast_dtype=autocast,
+        cpu_threads=engine_threads(config),
+    ),
+    "llamacpp": lambda config, model, tokenizer, version, batch, autocast: llamacpp_engine(
+        model,
+        tokenizer,
+        version=version,
+        shipped=version == 0 and not config.model.init_from,
+        slots=config.rollout.engine_slots,
+        seed=config.trainer.seed,
+    ),
+}
+
+
 def start_engine_apart(
     config: TrainConfig,
     model: torch.nn.Module,
@@ -159,20 +242,5 @@ def start_engine_apart(
 ) -> EngineApart:
     """The engine `config.rollout.engine` names, serving `model`'s current weights, which are
     those after `version` updates."""
-    if config.rollout.engine == "llamacpp":
-        return llamacpp_engine(
-            model,
-            tokenizer,
-            version=version,
-            shipped=version == 0 and not config.model.init_from,
-            slots=config.rollout.engine_slots,
-            seed=config.trainer.seed,
-        )
-    return local_copy_engine(
-        model,
-        tokenizer,
-        version=version,
-        max_batch_size=max_batch_size,
-        autocast_dtype=autocast_dtype,
-        cpu_threads=config.rollout.engine_threads or None,
-    )
+    start = ENGINES_APART[config.rollout.engine]
+    return start(config, model, tokenizer, version, max_batch_size, autocast_dtype)

@@ -197,6 +197,8 @@ class NativeTrainer:
         self.settings = algorithm_settings(config)
         rollout_correction.check_with_verl(config.algorithm.rollout_correction)
         self.device = pick_device(config.trainer.device)
+        if self.device.type == "cpu" and config.trainer.cpu_threads:
+            torch.set_num_threads(config.trainer.cpu_threads)
         _seed_everything(config.trainer.seed)
         self.model, self.tokenizer, compute_dtype = load_policy(config.model, self.device)
         if config.model.init_from:
