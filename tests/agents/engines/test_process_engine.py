@@ -115,6 +115,7 @@ def test_errors_come_back_as_their_own_types_and_a_closed_engine_says_so(tiny):
         asyncio.run(engine.generate(prompt_ids=too_long, sampling=SAMPLING))
     with pytest.raises(ValueError, match="does not match the model"):
         engine.update_weights({"no.such.weight": torch.zeros(1)}, version=1)
+
     # A caller that gives up (an episode timeout) does not stall the engine for the others.
     async def give_up_then_ask():
         with pytest.raises(asyncio.TimeoutError):

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from rllm_agents.engines.local import LocalEngine
 from rllm_agents.engines.llamacpp_server import usable_cores
+from rllm_agents.engines.local import LocalEngine
 from rllm_agents.engines.weight_sync import lora_scalings, merged_state_dict
 
 from rllm_train.config import ConfigError, TrainConfig
