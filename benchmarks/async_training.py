@@ -7,6 +7,9 @@ and overrides; only the rollout settings differ:
                                                                  generates, then is updated)
     async           rollout.mode=async rollout.engine=local     (a synced copy generates the
                                                                  next step during the update)
+    async-process   rollout.mode=async rollout.engine=process   (the copy in a process of its
+                                                                 own, half the cores' threads)
+    async-process-split  the same, and the update held to the other half of the cores
     sync-llamacpp   rollout.mode=sync  rollout.engine=llamacpp  (llama.cpp generates; F16 export
                                                                  and restart after each update)
     async-llamacpp  rollout.mode=async rollout.engine=llamacpp
@@ -32,6 +35,7 @@ processes. On a GPU the local copy runs beside the update (``trainer.device=cuda
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -39,13 +43,23 @@ from pathlib import Path
 
 from verl_vs_native import median_after_first, run_training, show
 
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+ENGINE_CORES = max(1, CORES // 2)  # the process engine's default share
 SIDES = {
     "sync": ["rollout.mode=sync", "rollout.engine=local"],
     "async": ["rollout.mode=async", "rollout.engine=local"],
+    "async-process": ["rollout.mode=async", "rollout.engine=process"],
+    # The cores split between the two processes instead of both using every core.
+    "async-process-split": [
+        "rollout.mode=async",
+        "rollout.engine=process",
+        f"rollout.engine_threads={ENGINE_CORES}",
+        f"trainer.cpu_threads={max(1, CORES - ENGINE_CORES)}",
+    ],
     "sync-llamacpp": ["rollout.mode=sync", "rollout.engine=llamacpp"],
     "async-llamacpp": ["rollout.mode=async", "rollout.engine=llamacpp"],
 }
-DEFAULT_SIDES = tuple(SIDES)
+DEFAULT_SIDES = ("sync", "async", "async-process", "sync-llamacpp", "async-llamacpp")
 
 
 def run_side(side: str, output: Path, args: argparse.Namespace) -> tuple[list[dict], float]:
@@ -101,16 +115,16 @@ def print_steps(results: dict[str, list[dict]]) -> None:
     print("\nreward (step time s) per step")
     for side, rows in results.items():
         cells = " ".join(f"{row['reward_mean']:.2f}({row['time/step_s']:.1f})" for row in rows)
-        print(f"  {side:<15} {cells}")
+        print(f"  {side:<20} {cells}")
 
 
 def print_summary(summaries: dict[str, dict], target: float) -> None:
     columns = list(next(iter(summaries.values())))
-    print(f"\n{'side':<15}" + "".join(f"{name:>12}" for name in columns) + f"{'x samples/s':>13}")
+    print(f"\n{'side':<20}" + "".join(f"{name:>12}" for name in columns) + f"{'x samples/s':>13}")
     first = next(iter(summaries.values()))["samples/s"]
     for side, values in summaries.items():
         cells = "".join(f"{show(values[name]):>12}" for name in columns)
-        print(f"{side:<15}{cells}{values['samples/s'] / first:>12.2f}x")
+        print(f"{side:<20}{cells}{values['samples/s'] / first:>12.2f}x")
     print(
         f"(step/wait/update s: medians after the first step; gap: mean |engine - trainer| "
         f"log-prob per token; to target s: loop time until the 3-step mean reward >= {target})"

@@ -337,3 +337,53 @@ def test_native_steps_correct_a_foreign_engine_and_not_their_own(tmp_path, tiny_
         assert weights.min().item() == pytest.approx(1.0, abs=1e-4)
     finally:
         trainer.close()
+
+
+def test_one_epoch_scores_the_engines_tokens_in_the_training_pass_itself(
+    tmp_path, tiny_model, monkeypatch
+):
+    """Token-level truncated IS (the default) with one epoch takes the trainer's log-probs from
+    the update's own forward pass: the same weights and metrics as scoring in a pass of its
+    own, at half the forward passes."""
+    overrides = run_overrides(
+        tmp_path / "run",
+        tiny_model,
+        **{
+            "env.id": reply_length.MODULE_ENV_ID,
+            "rollout.tasks_per_step": 1,
+            "rollout.n": 4,
+            "rollout.temperature": 2.0,
+            "trainer.micro_batch_size": 2,
+            "algorithm.rollout_correction.rollout_is_threshold": 1.5,  # some weights cut
+        },
+    )
+
+    def corrected_step(score_in_update: bool):
+        trainer = NativeTrainer(build_config(overrides=overrides))
+        if not score_in_update:
+            monkeypatch.setattr(trainer, "_scores_in_update", lambda batch, epochs: None)
+        passes = []
+        trainer.model.register_forward_hook(lambda *_: passes.append(1))
+        try:
+            trainer.sampler = ShiftedSampler(trainer.sampler, shift=0.6, shifted=2, version=0)
+            trainer.completed_steps = 1
+            sampled_before = len(passes)
+            row = trainer.train_step(1)
+            weights = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
+            return row, weights, len(passes) - sampled_before
+        finally:
+            trainer.close()
+            monkeypatch.undo()
+
+    fused, fused_weights, fused_passes = corrected_step(True)
+    apart, apart_weights, apart_passes = corrected_step(False)
+    assert fused["rollout_corr/truncated_fraction"] > 0  # the weights really differ from 1
+    for key in ("rollout_is_mean", "rollout_is_max", "logprob_gap_mean", "truncated_fraction"):
+        assert fused[f"rollout_corr/{key}"] == pytest.approx(
+            apart[f"rollout_corr/{key}"], abs=1e-5
+        ), key
+    assert fused["rollout_corr/staleness/lag_1"] == apart["rollout_corr/staleness/lag_1"] == 2
+    for name, tensor in fused_weights.items():
+        torch.testing.assert_close(tensor, apart_weights[name], atol=1e-6, rtol=0)
+    micro_batches = 2  # 4 sequences, 2 a micro-batch
+    assert apart_passes - fused_passes == micro_batches

@@ -247,6 +247,21 @@ def apply(
     return corrected, metrics
 
 
+def weighted(
+    section: RolloutCorrectionConfig, part: TensorBatch, trainer_logprobs: torch.Tensor
+) -> TensorBatch:
+    """`part` (some whole sequences) with its importance weights, for a correction that keeps
+    every token (no rejection) and decides each token's weight from its own sequence: the same
+    weights as ``apply`` over the whole batch gives these rows."""
+    if not has_engine_logprobs(part):
+        return part
+    assert part.rollout_logprobs is not None and part.rollout_logprob_mask is not None
+    result = correct(
+        section, trainer_logprobs, part.rollout_logprobs, part.rollout_logprob_mask, part.loss_mask
+    )
+    return dataclasses.replace(part, rollout_is_weights=result.rollout_is_weights)
+
+
 def has_engine_logprobs(batch: TensorBatch) -> bool:
     """Whether any trained token of `batch` has an engine log-prob (else nothing to score)."""
     if batch.rollout_logprob_mask is None:

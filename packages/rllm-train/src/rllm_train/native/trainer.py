@@ -150,6 +150,25 @@ class _MetricSums:
         return {name: found.get(name, 0.0) for name in UPDATE_METRICS}
 
 
+@dataclass(frozen=True)
+class PredictedLogits:
+    """A forward pass's logits at the positions that predict trained tokens (module: _logits)."""
+
+    logits: torch.Tensor  # (batch, positions, vocabulary), float32
+    input_ids: torch.Tensor
+    positions: torch.Tensor  # the predicting positions; token t sits at position + 1
+
+    def logprobs(self, temperature: float = 1.0) -> torch.Tensor:
+        """The log-prob of each predicted token under the softmax at `temperature`, at the
+        token's own position of a (batch, length) tensor (0 elsewhere)."""
+        logits = self.logits / temperature if temperature != 1.0 else self.logits
+        targets = self.input_ids[:, self.positions + 1]
+        picked = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, -1)
+        logprobs = torch.zeros(self.input_ids.shape, dtype=picked.dtype, device=picked.device)
+        logprobs[:, self.positions + 1] = picked
+        return logprobs
+
+
 class NativeTrainer:
     """Trains `config.model` on `config.env` on a CPU or one CUDA GPU (see the module doc)."""
 
@@ -382,7 +401,14 @@ class NativeTrainer:
         self, batch: TensorBatch, model=None, want_hidden: bool = False, temperature: float = 1.0
     ):
         """(log-probs (batch, length), last hidden states or None) for `batch`, of the softmax
-        at `temperature`.
+        at `temperature`."""
+        logits, hidden = self._logits(batch, model, want_hidden)
+        return logits.logprobs(temperature), hidden
+
+    def _logits(
+        self, batch: TensorBatch, model=None, want_hidden: bool = False
+    ) -> tuple[PredictedLogits, Any]:
+        """The logits that predict `batch`'s trained tokens, and the last hidden states (or None).
 
         Only the positions that predict a trained token are projected onto the vocabulary
         (``logits_to_keep``): with long prompts and env turns that is most of the compute.
@@ -398,15 +424,8 @@ class NativeTrainer:
                 use_cache=False,
                 logits_to_keep=predicted.to(self.device),
             )
-        logits = output.logits.float()
-        if temperature != 1.0:
-            logits = logits / temperature
-        targets = input_ids[:, predicted + 1]
-        picked = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, -1)
-        logprobs = torch.zeros(input_ids.shape, dtype=picked.dtype, device=self.device)
-        logprobs[:, predicted + 1] = picked
         hidden = output.hidden_states[-1] if want_hidden else None
-        return logprobs, hidden
+        return PredictedLogits(output.logits.float(), input_ids, predicted.to(self.device)), hidden
 
     def _micro_batches(self, size: int) -> list[list[int]]:
         step = self.config.trainer.micro_batch_size
@@ -442,7 +461,10 @@ class NativeTrainer:
             )
         total_tokens = float(batch.loss_mask.sum().clamp(min=1))
         advantage_abs_mean = float((advantages.abs() * batch.loss_mask).sum() / total_tokens)
-        batch, correction_metrics = self._rollout_correction(batch, old_logprobs)
+        sampled = batch
+        scoring = self._scores_in_update(batch, epochs)
+        if scoring is None:
+            batch, correction_metrics = self._rollout_correction(batch, old_logprobs)
         total_tokens = float(batch.loss_mask.sum().clamp(min=1))
         keep = self._rows_to_train(advantages, batch.loss_mask)
         if keep is not None:
@@ -462,6 +484,7 @@ class NativeTrainer:
         # Metrics stay on the device until the update is done: reading one back per
         # micro-batch (.item()) would make a GPU drain its queue before every next forward.
         sums = _MetricSums()
+        scored = torch.zeros(batch.input_ids.shape) if scoring is not None else None
         forward_backward = optimizer_seconds = 0.0
         for _epoch in range(epochs):
             self.optimizer.zero_grad(set_to_none=True)
@@ -471,7 +494,15 @@ class NativeTrainer:
                 used = part.input_ids.shape[1]
                 mask = part.loss_mask.to(self.device)
                 weight = float(part.loss_mask.sum()) / total_tokens
-                logprobs, hidden = self._forward(part, want_hidden=values is not None)
+                logits, hidden = self._logits(part, want_hidden=values is not None)
+                logprobs = logits.logprobs()
+                if scoring is not None:
+                    # The trainer's side of the correction from this very pass (see
+                    # _scores_in_update): no forward pass of its own.
+                    scored[rows, :used] = logits.logprobs(scoring).detach().float().cpu()
+                    part = rollout_correction.weighted(
+                        self.config.algorithm.rollout_correction, part, scored[rows, :used]
+                    )
                 # One on-policy epoch: the policy that sampled is the one being updated, so
                 # the old log-probs are the current ones (no second forward pass); PPO's ratio
                 # is 1 and its gradient is the policy gradient's.
@@ -524,6 +555,16 @@ class NativeTrainer:
             self.optimizer.step()
             optimizer_seconds += time.perf_counter() - started
         self.optimizer.zero_grad(set_to_none=True)
+        if scored is not None:
+            _, correction_metrics = rollout_correction.apply(
+                self.config.algorithm.rollout_correction, batch, scored, self.completed_steps
+            )
+            if sampled.policy_versions is not None:  # every sampled sequence, trained or not
+                correction_metrics.update(
+                    rollout_correction.staleness_metrics(
+                        sampled.policy_versions, self.completed_steps
+                    )
+                )
         metrics = sums.read()
         metrics["time/forward_backward_s"] = forward_backward
         metrics["time/optimizer_s"] = optimizer_seconds
@@ -542,15 +583,37 @@ class NativeTrainer:
         trained = (loss_mask > 0).any(dim=1)
         return None if bool(trained.all()) else trained.nonzero().squeeze(-1).tolist()
 
+    def _corrects(self) -> bool:
+        section = self.config.algorithm.rollout_correction
+        generating = self._apart_sampler or self._sampler  # whichever played the steps
+        shares = rollout_correction.samples_trained_weights(generating, self.model)
+        return rollout_correction.correction_enabled(section, shares)
+
+    def _scores_in_update(self, batch: TensorBatch, epochs: int) -> float | None:
+        """The temperature at which the update's own forward pass scores the engine's tokens
+        for rollout correction, or None when the correction needs a pass before the update.
+
+        With one epoch the weights do not change until the optimiser steps after the last
+        micro-batch, so the training pass's log-probs are the trainer's log-probs the
+        correction compares with the engine's: scoring them in a pass of their own would cost
+        a whole forward pass of the batch more. That needs a correction decided token by token
+        from one sequence's own tokens: no rejection (it changes which tokens the loss counts,
+        before the pass), no normalisation of the weights over the batch.
+        """
+        section = self.config.algorithm.rollout_correction
+        if epochs != 1 or section.rs_options is not None or section.rollout_is_batch_normalize:
+            return None
+        if not self._corrects() or not rollout_correction.has_engine_logprobs(batch):
+            return None
+        return rollout_correction.scoring_temperature(self.config.rollout.temperature)
+
     def _rollout_correction(
         self, batch: TensorBatch, old_logprobs: torch.Tensor | None
     ) -> tuple[TensorBatch, dict[str, float]]:
         """`batch` with the rollout correction's loss mask and importance weights, and its
         metrics; `batch` as it is when the correction is off (rollout_correction.py)."""
         section = self.config.algorithm.rollout_correction
-        generating = self._apart_sampler or self._sampler  # whichever played the steps
-        shares = rollout_correction.samples_trained_weights(generating, self.model)
-        if not rollout_correction.correction_enabled(section, shares):
+        if not self._corrects():
             return batch, {}
         scored = None
         if rollout_correction.has_engine_logprobs(batch):
