@@ -8,13 +8,14 @@ thread count (``cpu_threads``: the child's, process-wide).
 
 What crosses the process boundary:
 
-* the model once, at start: a plain Hugging Face model (a peft model is merged first) whose
-  tensors torch's multiprocessing reducers move into shared memory (CUDA tensors go by IPC
-  handle), so the child maps them instead of copying them through a pipe;
+* the model once, at start: its config, generation config and weights (a peft model merged
+  first), the weights packed into one shared-memory buffer (``packed_weights``; one CUDA
+  allocation sent by IPC handle on a GPU), so the child maps them instead of reading them
+  through a pipe;
 * each request's arguments and each answer (``ModelOutput``, or the exception the child raised:
   a ``ContextOverflow`` stays a ``ContextOverflow``);
-* weights: ``update_weights(state_dict, version)`` copies the tensors into fresh shared memory
-  and blocks until the child has loaded them (the LocalEngine's swap: no sequence mixes two
+* weights: ``update_weights(state_dict, version)`` packs the tensors into a fresh buffer the
+  same way and blocks until the child has loaded them (the LocalEngine's swap: no sequence mixes two
   versions). The trainer's own tensors are never moved or aliased.
 
 The child exits when its owner closes it, and also when the owner dies (a parent-death signal,
@@ -27,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import copy
 import itertools
 import json
 import subprocess
@@ -40,6 +40,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from rllm_agents.engines.base import EngineError, ModelOutput, SamplingParams
+from rllm_agents.engines.packed_weights import PackedWeights, pack
+from rllm_agents.engines.weight_sync import lora_scalings, merged_state_dict
 from rllm_agents.run_folder import die_with_parent
 
 START_TIMEOUT_S = 300.0  # importing torch + transformers and mapping the model in the child
@@ -98,7 +100,7 @@ class ProcessEngine:
         # Whatever happens to this object, the child does not outlive it.
         self._finalizer = weakref.finalize(self, _stop_child, self._process, self._connection)
         try:
-            started = self._call("start", plain_copy(model), tokenizer, version)
+            started = self._call("start", blueprint(model), tokenizer, version)
             started.result(timeout=START_TIMEOUT_S)
         except BaseException:
             self.close()
@@ -133,7 +135,7 @@ class ProcessEngine:
             if hasattr(state_dict_or_model, "state_dict")
             else state_dict_or_model
         )
-        loaded = self._call("weights", shared_copy(state_dict), version)
+        loaded = self._call("weights", pack(state_dict), version)
         self.policy_version = loaded.result(timeout=SWAP_TIMEOUT_S)
 
     async def aclose(self) -> None:
@@ -220,34 +222,25 @@ class ProcessEngine:
         return "still running" if code is None else f"exit code {code}"
 
 
-def plain_copy(model: Any) -> Any:
-    """A Hugging Face model with `model`'s weights and no training state: peft adapters merged
-    in (the child needs no adapter library), gradients off, in eval mode."""
-    if hasattr(model, "merge_and_unload"):
-        plain = copy.deepcopy(model).merge_and_unload()
-    else:
-        plain = copy.deepcopy(model)
-    plain.requires_grad_(False)
-    return plain.eval()
+@dataclass(frozen=True)
+class ModelBlueprint:
+    """What the child builds its model from: the architecture's config, the generation config
+    (its end-of-sequence ids) and the weights, packed."""
+
+    config: Any
+    generation_config: Any
+    dtype: Any
+    weights: PackedWeights
 
 
-def shared_copy(state_dict: Mapping[str, Any]) -> dict[str, Any]:
-    """`state_dict` in tensors of its own in shared memory (CUDA tensors: copies, which travel
-    by IPC handle), so sending it moves no caller's storage and copies nothing through the pipe.
-    Tensors that share storage (tied weights) stay shared."""
-    import torch
-
-    copies: dict[tuple[int, torch.dtype, tuple[int, ...]], torch.Tensor] = {}
-    shared = {}
-    for name, tensor in state_dict.items():
-        key = (tensor.data_ptr(), tensor.dtype, tuple(tensor.shape))
-        if key not in copies:
-            target = torch.empty_like(tensor, memory_format=torch.contiguous_format)
-            if target.device.type == "cpu":
-                target.share_memory_()
-            copies[key] = target.copy_(tensor.detach())
-        shared[name] = copies[key]
-    return shared
+def blueprint(model: Any) -> ModelBlueprint:
+    """`model` as the child rebuilds it: a plain Hugging Face model, a peft model's adapters
+    merged in (the child needs no adapter library)."""
+    state_dict = merged_state_dict(model.state_dict(), lora_scalings(model))
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return ModelBlueprint(
+        base.config, base.generation_config, next(base.parameters()).dtype, pack(state_dict)
+    )
 
 
 def _stop_child(process: subprocess.Popen, connection: Any) -> None:

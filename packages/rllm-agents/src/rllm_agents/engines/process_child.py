@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 from rllm_agents.engines.base import EngineError
+from rllm_agents.engines.packed_weights import unpack
 
 
 def main() -> None:
@@ -91,8 +92,8 @@ class ChildServer:
 
     async def handle(self, kind: str, payload: tuple) -> Any:
         if kind == "start":
-            model, tokenizer, version = payload
-            self.engine = self.local_engine(model, tokenizer)
+            blueprint, tokenizer, version = payload
+            self.engine = self.local_engine(build_model(blueprint), tokenizer)
             self.engine.policy_version = version
             return None
         if kind == "generate":
@@ -102,7 +103,8 @@ class ChildServer:
             (calls,) = payload
             return await self.engine.generate_together(calls)
         if kind == "weights":
-            state_dict, version = payload
+            packed, version = payload
+            state_dict = unpack(packed)
             # The swap blocks until the running sequences finish: off the loop, which must go
             # on answering them meanwhile.
             await asyncio.to_thread(self.engine.update_weights, state_dict, version=version)
@@ -121,6 +123,22 @@ class ChildServer:
             seed=options.seed,
             autocast_dtype=options.autocast_dtype,
         )
+
+
+def build_model(blueprint: Any) -> Any:
+    """The owner's model, rebuilt from its config and loaded with its weights."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_config(blueprint.config, dtype=blueprint.dtype)
+    missing, unexpected = model.load_state_dict(unpack(blueprint.weights), strict=False)
+    tied = set(getattr(model, "_tied_weights_keys", None) or [])
+    if [key for key in missing if key not in tied] or unexpected:
+        raise EngineError(
+            f"the model rebuilt in the engine process does not take the weights sent "
+            f"(missing {missing[:5]}, unexpected {unexpected[:5]})"
+        )
+    model.generation_config = blueprint.generation_config
+    return model.eval()
 
 
 if __name__ == "__main__":
