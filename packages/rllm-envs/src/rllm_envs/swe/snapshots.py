@@ -27,11 +27,13 @@ import threading
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from importlib import resources
 from typing import Any, Protocol
 
 from rllm_envs.core.failures import InfrastructureFailure
 from rllm_envs.core.snapshots import SnapshotUnsupported
 from rllm_envs.sandbox.docker_backend import LABEL, OWNER_LABEL, _owner_alive, owner_tag
+from rllm_envs.sandbox.execution import SCRATCH_DIR
 from rllm_envs.swe.containers import Workspace, WorkspacePool
 from rllm_envs.swe.grading import prepare_workdir
 from rllm_envs.swe.tasks import SWETask
@@ -45,16 +47,18 @@ TAR_SECONDS = 120.0
 SNAPSHOT_LABEL = "rllm.swe.snapshot"
 
 # $@ are the roots. Their contents go in, not the roots themselves (some belong to root, whose
-# metadata the sandbox user cannot set back), named relative to / so they unpack in place.
+# metadata the sandbox user cannot set back), named relative to / so they unpack in place; the
+# POSIX format keeps modification times to the nanosecond.
 _PACK = (
     'cd / && for root do if [ -d "$root" ]; then find "${root#/}" -mindepth 1 -maxdepth 1 '
-    "-print0; fi; done | tar --create --file=- --numeric-owner --null --files-from=-"
+    "-print0; fi; done | tar --create --file=- --numeric-owner --null --files-from=- "
+    "--format=posix --pax-option=delete=atime,delete=ctime"
 )
-# Empty each root, then unpack.
-_UNPACK = (
-    'set -e; for root do if [ -d "$root" ]; then find "$root" -mindepth 1 -delete; fi; done; '
-    "tar --extract --file=- --directory=/ --preserve-permissions"
-)
+SYNC_PROGRAM = "workspace_sync.py"
+
+
+def sync_source() -> bytes:
+    return resources.files("rllm_envs.swe").joinpath(SYNC_PROGRAM).read_bytes()
 
 
 class WorkspaceCapture(Protocol):
@@ -111,8 +115,12 @@ class WorkspaceTar:
                 current.remove()
             target = pool.take(self.image)
             prepare_workdir(pool, target, task)
+        python = pool.settings.python
         result = target.run(
-            _shell(_UNPACK, self.roots), stdin=self.archive, wall_seconds=TAR_SECONDS
+            (python, "-I", "-S", f"{SCRATCH_DIR}/{SYNC_PROGRAM}", *self.roots),
+            files={SYNC_PROGRAM: sync_source()},
+            stdin=self.archive,
+            wall_seconds=TAR_SECONDS,
         )
         if not result.ok:
             target.remove()
