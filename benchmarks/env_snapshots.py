@@ -1,13 +1,14 @@
 """Snapshot and restore times of the envs whose state lives outside Python.
 
-    python benchmarks/env_snapshots.py [--repeats 5] [--blob-mb 32] [--no-web]
+    python benchmarks/env_snapshots.py [--repeats 5] [--blob-mb 4 32] [--no-web]
 
 1. rllm/SWE-v0, both ways of capturing the agent's container side by side (``tar``: an archive
    of the workspace made inside the container, kept in Python; ``commit``: ``docker commit``),
-   on the smallest and the largest shipped project, and on the largest with a ``--blob-mb``
-   file the agent wrote: snapshot; restore into the same env (its container alive); restore
-   into a new env (no container yet: the path ``fork`` takes); release; what the snapshot holds.
-   Medians of ``--repeats``, and commit / tar ratios.
+   on the smallest and the largest shipped project, and on the largest with a file of each
+   ``--blob-mb`` size the agent wrote: snapshot; restore into the same env (its container
+   alive); restore into a new env (no container yet: the path ``fork`` takes); release; what
+   the snapshot holds, and which method ``"auto"`` (the env's default) picks. Medians of
+   ``--repeats``, and commit / tar ratios.
 2. rllm/Code-v0 (Docker sandbox): its sandbox keeps nothing between runs, so there is no
    container to capture; the in-Python snapshot and restore are timed for scale.
 3. rllm/Web-v0: the wizard page after 0, 2 and 6 actions; a restore replays them on a fresh page.
@@ -28,9 +29,10 @@ import gymnasium as gym
 import rllm_envs  # noqa: F401  (registers the ids)
 from rllm_envs.core.snapshots import release, restore, snapshot
 from rllm_envs.swe.integrity import bash
+from rllm_envs.swe.snapshots import AUTO_TAR_LIMIT_BYTES, workspace_bytes
 from rllm_envs.swe.tasks import load_swe_tasks
 
-METHODS = ("tar", "commit")
+METHODS = ("tar", "commit")  # "auto" picks one of them by the workspace's size
 EDITS = (
     "echo kept > notes.txt && rm $(git ls-files 'README*' | head -1) && "
     "echo '# edited' >> $(git ls-files '*.py' | head -1) && echo scratch > /tmp/keep"
@@ -63,7 +65,7 @@ def swe_case(row: dict[str, Any], method: str, blob_mb: int, repeats: int) -> di
         return gym.make("rllm/SWE-v0", tasks=[row], pool_spares=0, snapshot_method=method)
 
     env = make()
-    times: dict[str, list] = {name: [] for name in (*OPERATIONS, "held")}
+    times: dict[str, list] = {name: [] for name in (*OPERATIONS, "held", "size")}
     try:
         env.reset(options={"task": row})
         blob = f" && head -c {blob_mb << 20} /dev/urandom > blob.bin" if blob_mb else ""
@@ -71,6 +73,8 @@ def swe_case(row: dict[str, Any], method: str, blob_mb: int, repeats: int) -> di
         if info.get("failure") or "exit code: 0" not in shown:
             raise RuntimeError(f"the edits failed: {shown}")
         client = env.unwrapped.pool.client
+        unwrapped = env.unwrapped
+        times["size"].append(workspace_bytes(unwrapped.workspace, unwrapped.swe_task))
         for _ in range(repeats):
             elapsed, snap = timed(snapshot, env)
             times["snapshot"].append(elapsed)
@@ -94,10 +98,10 @@ def swe_case(row: dict[str, Any], method: str, blob_mb: int, repeats: int) -> di
     return times
 
 
-def swe_section(repeats: int, blob_mb: int) -> None:
+def swe_section(repeats: int, blob_mb: list[int]) -> None:
     rows = [dict(row) for row in load_swe_tasks(None, "train").rows]
     first = {row["repo"]: row for row in reversed(rows)}
-    cases = [("toolz", 0), ("boltons", 0)] + ([("boltons", blob_mb)] if blob_mb else [])
+    cases = [("toolz", 0), ("boltons", 0)] + [("boltons", size) for size in blob_mb]
     print(f"rllm/SWE-v0: the agent's container, median of {repeats}")
     print(f"{'project':10s} {'written':>8s}  {'operation':20s} {'tar':>12s} {'commit':>12s} ratio")
     for project, extra in cases:
@@ -111,9 +115,11 @@ def swe_section(repeats: int, blob_mb: int) -> None:
             ratio = f"{commit / tar:5.1f}x" if tar >= 1e-4 else "    -"
             print(f"{project:10s} {written:>8s}  {operation:20s} {ms(tar)} {ms(commit)} {ratio}")
         held = {m: statistics.median(results[m]["held"]) / (1 << 20) for m in METHODS}
+        picked = "tar" if results["tar"]["size"][0] <= AUTO_TAR_LIMIT_BYTES else "commit"
         print(
             f"{project:10s} {written:>8s}  {'held':20s} {held['tar']:9.2f} MB "
-            f"{held['commit']:9.2f} MB (archive in Python / image layer in Docker)"
+            f"{held['commit']:9.2f} MB (archive in Python / image layer in Docker); "
+            f"auto picks {picked}"
         )
 
 
@@ -177,7 +183,7 @@ def web_section(repeats: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--blob-mb", type=int, default=32, help="0: no large-file case")
+    parser.add_argument("--blob-mb", type=int, nargs="*", default=[4, 32])
     parser.add_argument("--no-web", action="store_true")
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs\n")

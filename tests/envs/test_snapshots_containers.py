@@ -79,7 +79,7 @@ def toolz_row():
     return row, require_images([row["image_name"]])
 
 
-def swe_env(row, method="tar"):
+def swe_env(row, method="auto"):
     return gym.make(
         "rllm/SWE-v0", tasks=[row], policy=FAST_POLICY, pool_spares=0, snapshot_method=method
     )
@@ -102,7 +102,7 @@ LATER = [
 def test_swe_restore_undoes_later_changes_and_repeats_the_steps(toolz_row):
     row, client = toolz_row
     before = own_containers(client, "rllm.swe=1")
-    env = swe_env(row)  # the default method: tar
+    env = swe_env(row, "tar")
     try:
         env.reset(options={"task": row})
         env.step(EDITS)
@@ -121,20 +121,21 @@ def test_swe_restore_undoes_later_changes_and_repeats_the_steps(toolz_row):
     assert own_containers(client, "rllm.swe=1") == before
 
 
-def test_swe_commit_snapshot_outlives_its_env_until_released(toolz_row):
+def test_swe_large_workspace_is_committed_and_outlives_its_env_until_released(toolz_row):
     row, client = toolz_row
     import docker
 
     before = own_containers(client, "rllm.swe=1")
-    env = swe_env(row, "commit")
+    env = swe_env(row)  # "auto": a workspace over 4 MiB is committed
     env.reset(options={"task": row})
     env.step(EDITS)
+    env.step(bash("head -c 5000000 /dev/urandom > data.bin"))
     snap = snapshot(env)
     image = snap.state.workspace.image_id
     later = play(env, LATER)
     env.close()
     assert client.images.get(image).labels["rllm.swe.snapshot"] == "1"  # outlived its env
-    other = swe_env(row, "commit")
+    other = swe_env(row)
     try:
         restore(other, snap)
         assert play(other, LATER) == later  # another env, the same steps
@@ -172,8 +173,32 @@ def test_swe_forks_are_independent_containers(toolz_row):
 
 
 # -- rllm/Web-v0: the page in Chromium -----------------------------------------------------------
+class _Outside(http.server.BaseHTTPRequestHandler):
+    """A site outside the task app."""
+
+    def do_GET(self):  # noqa: N802
+        body = b"<!doctype html><title>Outside</title><h1>Outside page</h1>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
 @pytest.fixture(scope="module")
-def web_env():
+def outside():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Outside)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def web_env(outside):
     require_part(
         importlib.util.find_spec("playwright") is not None,
         "playwright is not installed (pip install 'rllm-envs[web]')",
@@ -181,7 +206,7 @@ def web_env():
     from rllm_envs.web.browser import find_browser
 
     require_part(find_browser() is not None, "no Chromium found (apt-get install chromium)")
-    env = gym.make("rllm/Web-v0")
+    env = gym.make("rllm/Web-v0", allowlist=[outside])
     yield env
     env.close()
 
@@ -251,36 +276,12 @@ def test_web_restore_refuses_a_page_that_does_not_read_the_same(web_env):
     assert "step 2 of 3" in web_env.step('scroll("up")')[0]
 
 
-class _Outside(http.server.BaseHTTPRequestHandler):
-    """A site outside the task app."""
-
-    def do_GET(self):  # noqa: N802
-        body = b"<!doctype html><title>Outside</title><h1>Outside page</h1>"
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
-def test_web_refuses_pages_outside_the_task_app(web_env):
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Outside)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    outside = f"http://127.0.0.1:{server.server_address[1]}"
-    allowing = gym.make("rllm/Web-v0", allowlist=[outside])
-    try:
-        web_env.reset(options={"task": {"url": outside + "/", "goal": "Read the page."}})
-        with pytest.raises(SnapshotUnsupported, match="open-ended"):
-            snapshot(web_env)
-        allowing.reset(options={"task": WIZARD})
-        assert "Outside page" in allowing.step(f"goto({outside}/)")[0]
-        allowing.step("back()")
-        with pytest.raises(SnapshotUnsupported, match="outside the task app"):
-            snapshot(allowing)
-    finally:
-        allowing.close()
-        server.shutdown()
-        server.server_close()
+def test_web_refuses_pages_outside_the_task_app(web_env, outside):
+    web_env.reset(options={"task": {"url": outside + "/", "goal": "Read the page."}})
+    with pytest.raises(SnapshotUnsupported, match="open-ended"):
+        snapshot(web_env)
+    web_env.reset(options={"task": WIZARD})
+    assert "Outside page" in web_env.step(f"goto({outside}/)")[0]
+    web_env.step("back()")
+    with pytest.raises(SnapshotUnsupported, match="outside the task app"):
+        snapshot(web_env)

@@ -91,7 +91,7 @@ class SWEEnv(TextEnv):
         format_penalty: float = 0.0,
         column_map: Mapping[str, str] | None = None,
         docker_url: str | None = None,
-        snapshot_method: str = "tar",
+        snapshot_method: str = "auto",
         render_mode: str | None = None,
     ) -> None:
         if snapshot_method not in SNAPSHOT_METHODS:

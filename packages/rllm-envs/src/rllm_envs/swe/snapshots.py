@@ -1,11 +1,11 @@
 """Capturing the agent's container of an SWE episode, two ways (``SNAPSHOT_METHODS``).
 
-``"tar"`` (the default): the sandbox server runs ``tar`` over every place the agent can write
-that outlives a command (:data:`WRITABLE_ROOTS`: the repository, /tmp, /var/tmp, /run/lock,
-/dev/shm) and the archive is kept in Python as bytes. Restoring empties those places in a
-container of the task's image (the env's own when it is alive, else a fresh one from the pool)
-and unpacks the archive there. Nothing outside Python is held: the snapshot outlives its env
-and needs no release.
+``"tar"``: the sandbox server runs ``tar`` over every place the agent can write that outlives a
+command (:data:`WRITABLE_ROOTS`: the repository, /tmp, /var/tmp, /run/lock, /dev/shm) and the
+archive is kept in Python as bytes. Restoring syncs it into a container of the task's image
+(the env's own when it is alive, else a fresh one from the pool): ``workspace_sync.py`` rewrites
+only the files that differ and removes what the archive lacks. Nothing outside Python is held:
+the snapshot outlives its env, pickles, and needs no release.
 
 ``"commit"``: ``docker commit`` of the container; restoring starts a new container from that
 image. The image is Docker's to hold: it is removed once the snapshot is released and no
@@ -14,11 +14,15 @@ the snapshot is garbage-collected, and images of a process that died are swept b
 env that starts. Everything in the container's own layer is kept (also outside the roots
 above); tmpfs mounts (/dev/shm, /scratch) are not.
 
+``"auto"`` (the env's default): tar for a workspace up to :data:`AUTO_TAR_LIMIT_BYTES`, commit
+above. The archive travels through the sandbox server, so tar costs grow with the workspace,
+while a commit costs a few hundred milliseconds at any size; on the shipped projects (about a
+megabyte with the git repository) tar is the faster on both sides, and a restore into a
+container that already runs the task's image (what a trainer restoring its own envs does)
+rewrites only what changed (docs/envs/snapshots-containers.md has the figures).
+
 Both keep file contents, modes, modification times, links and deletions; neither keeps inode
-numbers or change times (``stat`` shows them; git only re-reads the files it then finds
-touched). /scratch is emptied after every command, so there is nothing of it to keep. The tar
-method is the faster on both sides for the shipped projects (docs/envs/snapshots-containers.md
-has the figures), which is why it is the default.
+numbers or change times. /scratch is emptied after every command: nothing of it to keep.
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ WRITABLE_ROOTS = ("/tmp", "/var/tmp", "/run/lock", "/dev/shm")
 # The largest workspace archive the tar method takes (it travels through the server's reply).
 TAR_LIMIT_BYTES = 256 << 20
 TAR_SECONDS = 120.0
+# Where "auto" switches from tar to commit: about where the two cost the same (the figures).
+AUTO_TAR_LIMIT_BYTES = 4 << 20
 SNAPSHOT_LABEL = "rllm.swe.snapshot"
 
 # $@ are the roots. Their contents go in, not the roots themselves (some belong to root, whose
@@ -220,7 +226,26 @@ def sweep_snapshot_images(client: Any) -> int:
     return removed
 
 
+def workspace_bytes(workspace: Workspace, task: SWETask) -> int:
+    """The apparent size of the workspace's roots (what a tar of them would hold)."""
+    result = workspace.run(
+        ("du", "--summarize", "--apparent-size", "--block-size=1", *workspace_roots(task))
+    )
+    # A root the image lacks makes du complain and exit 1; the others are still listed.
+    return sum(int(line.split()[0]) for line in result.stdout.splitlines() if line.strip())
+
+
+def take_by_size(pool: WorkspacePool, workspace: Workspace, task: SWETask) -> WorkspaceCapture:
+    """The tar method for a workspace up to AUTO_TAR_LIMIT_BYTES, else the commit method: the
+    archive travels through the sandbox server at some tens of MB/s, while a commit costs a
+    few hundred milliseconds whatever the size (docs/envs/snapshots-containers.md)."""
+    if workspace_bytes(workspace, task) <= AUTO_TAR_LIMIT_BYTES:
+        return WorkspaceTar.take(pool, workspace, task)
+    return WorkspaceImage.take(pool, workspace, task)
+
+
 SNAPSHOT_METHODS: Mapping[str, Callable[[WorkspacePool, Workspace, SWETask], WorkspaceCapture]] = {
+    "auto": take_by_size,
     "tar": WorkspaceTar.take,
     "commit": WorkspaceImage.take,
 }
