@@ -4,16 +4,15 @@ copies, wrappers come along, and the envs that cannot be captured say why."""
 from __future__ import annotations
 
 import pickle
-import socket
 
 import gymnasium as gym
 import numpy as np
 import pytest
 import rllm_envs  # noqa: F401  (registers the rllm/ ids)
-from gymnasium import spaces
 from rllm_envs import SnapshotUnsupported
 from rllm_envs.core.snapshots import fork, release, restore, snapshot
 
+from tests.envs import uncopyable_env
 from tests.parts import require_module
 
 LAKE_MOVES = ["Down", "Right", "Down", "Right", "Up", "Left", "Down", "Down", "Right", "Right"]
@@ -156,35 +155,8 @@ def test_gymtext_restores_the_inner_env(env_id, kwargs, actions):
     forked.close()
 
 
-class SimulatorEnv(gym.Env):
-    """An env that drives its simulation through a socket, as envs talking to an external
-    simulator do: the socket cannot be copied, so neither can the env."""
-
-    observation_space = spaces.Discrete(3)
-    action_space = spaces.Discrete(2)
-
-    def __init__(self):
-        self.link, self.peer = socket.socketpair()
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        return 0, {}
-
-    def step(self, action):
-        return int(action), 0.0, False, False, {}
-
-    def close(self):
-        self.link.close()
-        self.peer.close()
-
-
-SIMULATOR_ID = "rllm_tests/Simulator-v0"
-if SIMULATOR_ID not in gym.registry:
-    gym.register(SIMULATOR_ID, entry_point=SimulatorEnv, max_episode_steps=10)
-
-
 def test_envs_that_cannot_be_captured_refuse_with_the_reason():
-    text = gym.make("rllm/GymText-v0", env_id=SIMULATOR_ID)
+    text = gym.make("rllm/GymText-v0", env_id=uncopyable_env.ENV_ID)
     text.reset(seed=0)
     with pytest.raises(SnapshotUnsupported, match=r"GymText over rllm_tests/Simulator-v0.*socket"):
         snapshot(text)
