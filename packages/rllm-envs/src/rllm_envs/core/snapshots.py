@@ -21,6 +21,9 @@ The contract
 * **Refusal.** An env whose state cannot be captured raises :class:`SnapshotUnsupported` from
   ``snapshot`` (and so from ``fork``), saying which env and why - e.g. an MCP env, whose tool
   servers keep their state outside this process. Nothing is changed by a refusal.
+* **Before the first reset.** An env that was never reset can be snapshotted too (restoring
+  it gives an env that needs a reset): tools probe whether an env supports snapshots that way
+  without starting an episode (rllm-train does, before a tree run claims its folder).
 * **Processes.** A snapshot lives in the process that took it. It can be sent to another
   process only when it pickles (FrozenLake's, Math's and Arithmetic's do; a GymText snapshot
   does when its inner env does), and is restored there into an env of the same id and kwargs.
