@@ -6,9 +6,7 @@ the snapshot is gone, forks are independent, and nothing is left behind."""
 from __future__ import annotations
 
 import dataclasses
-import http.server
 import importlib.util
-import threading
 
 import gymnasium as gym
 import pytest
@@ -19,6 +17,7 @@ from rllm_envs.swe.integrity import SUBMIT, bash, call
 
 from tests.envs.swe_support import FAST_POLICY, require_images, shipped_rows
 from tests.envs.test_code import ADD_TASK, reply
+from tests.envs.web_support import outside_site
 from tests.parts import require_part
 from tests.sandbox.conftest import require_backend
 
@@ -173,28 +172,10 @@ def test_swe_forks_are_independent_containers(toolz_row):
 
 
 # -- rllm/Web-v0: the page in Chromium -----------------------------------------------------------
-class _Outside(http.server.BaseHTTPRequestHandler):
-    """A site outside the task app."""
-
-    def do_GET(self):  # noqa: N802
-        body = b"<!doctype html><title>Outside</title><h1>Outside page</h1>"
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture(scope="module")
 def outside():
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Outside)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with outside_site() as origin:
+        yield origin
 
 
 @pytest.fixture(scope="module")
@@ -277,7 +258,14 @@ def test_web_restore_refuses_a_page_that_does_not_read_the_same(web_env):
 
 
 def test_web_refuses_pages_outside_the_task_app(web_env, outside):
-    web_env.reset(options={"task": {"url": outside + "/", "goal": "Read the page."}})
+    open_ended = {"url": outside + "/", "goal": "Read the page."}
+    probed = gym.make("rllm/Web-v0", tasks=[open_ended])
+    try:  # before any episode (how a trainer asks whether an env supports snapshots)
+        with pytest.raises(SnapshotUnsupported, match="open-ended"):
+            snapshot(probed)
+    finally:
+        probed.close()
+    web_env.reset(options={"task": open_ended})
     with pytest.raises(SnapshotUnsupported, match="open-ended"):
         snapshot(web_env)
     web_env.reset(options={"task": WIZARD})

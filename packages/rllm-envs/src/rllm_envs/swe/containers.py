@@ -35,6 +35,7 @@ from rllm_envs.sandbox.docker_backend import (
     _remove_all,
     _Worker,
     owner_tag,
+    reply_result,
     server_source,
     sweep_orphans,
 )
@@ -123,15 +124,7 @@ class Workspace:
         max_output_bytes: int | None = None,
     ) -> ExecutionResult:
         """Run `argv` as the sandbox user in /scratch (where `files` are written first)."""
-        reply = self._request(argv, files, stdin, env, wall_seconds, max_output_bytes)
-        return ExecutionResult(
-            exit_code=reply["exit_code"],
-            stdout=base64.b64decode(reply["stdout"]).decode("utf-8", "replace"),
-            stderr=base64.b64decode(reply["stderr"]).decode("utf-8", "replace"),
-            timed_out=reply["timed_out"],
-            output_truncated=reply["output_truncated"],
-            wall_seconds=reply["wall_seconds"],
-        )
+        return reply_result(self._request(argv, files, stdin, env, wall_seconds, max_output_bytes))
 
     def run_binary(
         self,
@@ -144,15 +137,7 @@ class Workspace:
         """Like :meth:`run`, with the program's stdout as bytes (e.g. a tar archive) beside
         the result (whose ``stdout`` is then empty)."""
         reply = self._request(argv, None, stdin, None, wall_seconds, max_output_bytes)
-        result = ExecutionResult(
-            exit_code=reply["exit_code"],
-            stdout="",
-            stderr=base64.b64decode(reply["stderr"]).decode("utf-8", "replace"),
-            timed_out=reply["timed_out"],
-            output_truncated=reply["output_truncated"],
-            wall_seconds=reply["wall_seconds"],
-        )
-        return result, base64.b64decode(reply["stdout"])
+        return reply_result(reply, text_stdout=False), base64.b64decode(reply["stdout"])
 
     def _request(
         self,

@@ -58,6 +58,10 @@ from rllm_envs.web.tasks import FAMILIES, Family, Instance, suite_rows
 # The task site's address as agents see it. The real one has a random port, different in every
 # process; showing one fixed name keeps observations identical across processes and runs.
 SITE_ALIAS = "http://tasks.local"
+_OPEN_ENDED = (
+    "WebEnv cannot snapshot an open-ended task ({url}): that site keeps server-side state rllm "
+    "cannot capture, and rebuilding its page would send the episode's actions to it again"
+)
 DEFAULT_VIEWPORT = (800, 600)
 
 
@@ -464,15 +468,16 @@ class WebEnv(TextEnv):
     def capture_state(self) -> WebEpisodeState | None:
         episode = self.episode
         if self.task is None or episode is None:
+            # Before an episode (how tools probe for support): refuse up front when the task
+            # set holds open-ended rows, whose episodes could never be snapshotted.
+            open_ended = next((row for row in self.tasks.rows if "family" not in row), None)
+            if open_ended is not None:
+                raise SnapshotUnsupported(_OPEN_ENDED.format(url=open_ended.get("url")))
             return None
         if self.episode_over:  # nothing left to rebuild: later steps never touch the page
             return WebEpisodeState(tuple(episode.actions), None, self.last_image.copy())
         if episode.family is None:
-            raise SnapshotUnsupported(
-                f"WebEnv cannot snapshot an open-ended task ({episode.url}): that site keeps "
-                "server-side state rllm cannot capture, and rebuilding its page would send "
-                "the episode's actions to it again"
-            )
+            raise SnapshotUnsupported(_OPEN_ENDED.format(url=episode.url))
         if episode.off_site is not None:
             raise SnapshotUnsupported(
                 f"WebEnv cannot snapshot this episode: it opened {episode.off_site}, a site "
