@@ -3,15 +3,14 @@ stdio, the way users point it at servers they did not write."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import http.server
 import json
 import subprocess
-import threading
 
 import pytest
 
+from tests.loopback import serve_http
 from tests.parts import require_module, require_part
 
 require_module("mcp", "rllm/MCP-v0 needs the mcp extra")
@@ -95,21 +94,12 @@ def test_mcp_server_git_reads_a_real_repository(tmp_path):
         env.close()
 
 
-@contextlib.contextmanager
 def page_server(directory):
     handler = functools.partial(
         type("Quiet", (http.server.SimpleHTTPRequestHandler,), {"log_message": lambda *a: None}),
         directory=str(directory),
     )
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    return serve_http(handler)
 
 
 def test_mcp_server_fetch_reads_a_loopback_page(tmp_path):

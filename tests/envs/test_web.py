@@ -6,7 +6,6 @@ the conformance suite.)"""
 from __future__ import annotations
 
 import concurrent.futures
-import http.server
 import importlib.util
 import json
 import os
@@ -14,7 +13,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 import warnings
 from pathlib import Path
@@ -24,6 +22,7 @@ import numpy as np
 import pytest
 
 from tests.benchmark_runs import run_benchmark
+from tests.envs.web_support import outside_site
 from tests.parts import require_part
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,36 +46,10 @@ def env():
     env.close()
 
 
-class _Outside(http.server.BaseHTTPRequestHandler):
-    """A site that is not the task server: the allowlist and hung-page tests visit it."""
-
-    pages = {
-        "/": b"<!doctype html><title>Outside</title><h1>Outside page</h1>"
-        b"<button onclick=\"document.title='Clicked'\">Press me</button>",
-        "/hang": b"<!doctype html><title>Hang</title><h1>Busy</h1>"
-        b"<script>setTimeout(() => { for (;;) {} }, 50)</script>",
-    }
-
-    def do_GET(self):  # noqa: N802
-        body = self.pages.get(self.path.split("?")[0], b"not found")
-        self.send_response(200 if self.path.split("?")[0] in self.pages else 404)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture(scope="module")
 def outside():
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Outside)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with outside_site() as origin:
+        yield origin
 
 
 def title_reward(answer, page, task):

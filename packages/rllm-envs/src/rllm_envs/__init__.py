@@ -8,6 +8,7 @@ from rllm_envs.core.dataset_registry import DatasetRegistry, resolve_dataset
 from rllm_envs.core.extras import MissingExtraError
 from rllm_envs.core.failures import InfrastructureFailure
 from rllm_envs.core.registry import ENV_ENTRIES, register_envs
+from rllm_envs.core.snapshots import EnvSnapshot, SnapshotUnsupported
 from rllm_envs.core.spaces import UnicodeText
 from rllm_envs.core.tasks import TaskSet, TaskSources
 from rllm_envs.core.text_env import TextEnv, Transition
@@ -21,8 +22,10 @@ ENV_IDS: tuple[str, ...] = tuple(entry.id for entry in ENV_ENTRIES)
 __all__ = [
     "DatasetRegistry",
     "ENV_IDS",
+    "EnvSnapshot",
     "InfrastructureFailure",
     "MissingExtraError",
+    "SnapshotUnsupported",
     "TaskSet",
     "TaskSources",
     "TextEnv",

@@ -298,6 +298,9 @@ def check_native(config: TrainConfig) -> None:
             check_env(config.env.id, config.env.kwargs)
     # data.train / data.val name sets that exist; an agent program has rows to play
     check_program_run(config, multiagent, run_data(config) if multiagent is None else None)
+    from rllm_train.native.tree import check_tree_env
+
+    check_tree_env(config)  # rollout.tree: the env can be snapshotted
 
 
 def check_verl(config: TrainConfig) -> None:

@@ -32,6 +32,8 @@ validated on pairs it never trained on.
 * v0: first version, registered as ``rllm_train/Arithmetic-v0`` by ``rllm_train``. Moved to
   rllm-envs as ``rllm/Arithmetic-v0`` (same tasks and reward); the old id still makes it, with
   a ``DeprecationWarning``, and goes away in the next version.
+* v0, snapshots: ``snapshot`` / ``restore`` / ``fork`` (``rllm_envs.core.snapshots``): the
+  task and whether it was answered; snapshots pickle. Same id: no change to the episodes.
 """
 
 from rllm_envs.arithmetic.env import (

@@ -81,6 +81,14 @@ class ArithmeticEnv(TextEnv):
         info = {"is_correct": correct, "action_valid": answer is not None}
         return Transition(feedback, reward=float(correct), terminated=True, info=info)
 
+    # -- snapshots (rllm_envs.core.snapshots) ---------------------------------------------
+    # The task and whether it was answered - the base snapshot - are the whole episode.
+    def capture_state(self) -> None:
+        return None
+
+    def restore_state(self, state: None) -> None:
+        pass
+
 
 class DeprecatedArithmeticEnv(ArithmeticEnv):
     """What ``rllm_train/Arithmetic-v0`` makes: the same env, with a warning naming the new id."""

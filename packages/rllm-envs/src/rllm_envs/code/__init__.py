@@ -39,8 +39,15 @@ Arguments
     ``sandbox_options``: backend options (docker: ``image``, ``pool_size``). ``max_turns``,
     ``reward_mode`` (``"all"`` | ``"fraction"``), ``split``, ``column_map``.
 
+Snapshots
+    ``snapshot`` / ``restore`` / ``fork`` (``rllm_envs.core.snapshots``) capture the task and
+    the tries so far. The sandbox holds nothing of an episode (every test run starts from an
+    empty scratch dir on a read-only root, emptied after it), so no container is captured and
+    nothing needs releasing; snapshots pickle. docs/envs/snapshots-containers.md.
+
 Version history
     v0: first version.
+    v0, snapshots: ``snapshot`` / ``restore`` / ``fork`` (same id: no change to the episodes).
 """
 
 from rllm_envs.code.env import CodeEnv, last_code_block

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -173,6 +174,16 @@ class CodeEnv(TextEnv):
             "Your solution passes the example tests but fails hidden tests. "
             "Consider edge cases and efficiency, then reply with a corrected solution."
         )
+
+    # -- snapshots (rllm_envs.core.snapshots) ---------------------------------------------
+    # Nothing of an episode lives in the sandbox: every test run starts from an empty scratch
+    # dir on a read-only root and the dir is emptied after it, so there is no workspace to
+    # capture. Tries are graded from the reply alone; the episode's state is the parsed task.
+    def capture_state(self) -> dict[str, Any] | None:
+        return copy.deepcopy(self.code_task)
+
+    def restore_state(self, state: dict[str, Any] | None) -> None:
+        self.code_task = copy.deepcopy(state)
 
     def close(self) -> None:
         sandbox = getattr(self, "sandbox", None)

@@ -11,7 +11,9 @@ It holds the contract every env shares so each env only writes its own rules:
   ``info["failure"]`` set, so trainers can drop it instead of learning from a fake zero;
 * observations are clipped to the observation space and infos are fresh copies every call.
 
-Subclasses implement :meth:`begin` (start an episode on a task) and :meth:`act` (one turn).
+Subclasses implement :meth:`begin` (start an episode on a task) and :meth:`act` (one turn),
+and, to support ``snapshot()`` / ``restore()`` / ``fork()``, the hooks of
+:class:`~rllm_envs.core.snapshots.Snapshottable`.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import gymnasium as gym
 
 from rllm_envs.core import spaces
 from rllm_envs.core.failures import InfrastructureFailure
+from rllm_envs.core.snapshots import Snapshottable
 from rllm_envs.core.tasks import Row, TaskSet, task_id
 
 
@@ -81,7 +84,7 @@ def action_text(action: Any) -> str:
     return text.encode("utf-8", "replace").decode("utf-8")
 
 
-class TextEnv(gym.Env[str, str]):
+class TextEnv(Snapshottable, gym.Env[str, str]):
     """Base class of rllm's text environments (see the module docstring for the contract)."""
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 1}

@@ -59,8 +59,15 @@ max_turns=None, format_penalty=0.0, column_map=None, render_mode=None)``
 ``rllm_envs.frozenlake.solver`` has pure solvers (``shortest_path``, ``best_policy``) and
 ``python -m rllm_envs.frozenlake.scripted`` plays seeded episodes with them.
 
+## Snapshots
+``env.snapshot()`` / ``env.restore(snap)`` / ``env.fork(n)`` (and the same functions of
+``rllm_envs.core.snapshots`` through ``gym.make``'s wrappers) capture the lake, the player's
+position and the env's ``np_random`` state: after a restore the same moves slip the same way.
+Snapshots pickle.
+
 ## Version history
 * v0: first version.
+* v0, snapshots: ``snapshot`` / ``restore`` / ``fork`` (same id: no change to the episodes).
 """
 
 from rllm_envs.frozenlake.env import FrozenLakeEnv

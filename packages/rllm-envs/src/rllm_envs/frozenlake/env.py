@@ -130,6 +130,26 @@ class FrozenLakeEnv(TextEnv):
             info["is_correct"] = self.map[after[0]][after[1]] == "G"
         return Transition(text, reward, terminated, info=info)
 
+    # -- snapshots (rllm_envs.core.snapshots) ---------------------------------------------
+    def capture_state(self) -> dict[str, Any]:
+        # The lake is all the episode holds beyond the base fields: the slip draws come from
+        # np_random, which the base snapshot carries.
+        if self.lake is None:
+            return {"map": None, "slippery": self.slippery, "position": None}
+        return {"map": self.map, "slippery": self.slippery, "position": self.lake.position}
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        rows, slippery = state["map"], state["slippery"]
+        if rows is None:
+            self.lake, self.map, self.slippery = None, (), slippery
+            return
+        if self.lake is None or (self.lake.rows, self.lake.slippery) != (rows, slippery):
+            self.lake, self.slippery = Lake(rows, slippery), slippery
+            self.board_rows = [" ".join(row) for row in rows]
+            self.step_texts = {}
+        self.map = rows
+        self.lake.position = state["position"]
+
     def close(self) -> None:
         self.lake = None
         self.step_texts = {}

@@ -60,8 +60,16 @@ format_penalty=0.0, description="", show_ansi=False, render_mode=None, **inner_k
 ``info`` holds ``task_id``, ``turn``, ``action_valid``, ``action`` (the parsed action as plain
 Python values) and ``inner_info`` (the inner env's info).
 
+## Snapshots
+``snapshot`` / ``restore`` / ``fork`` (``rllm_envs.core.snapshots``) copy the inner env whole
+(``copy.deepcopy``: its wrappers, its own ``np_random``, its dynamics' state), so they work for
+the inner envs that plain Python and numpy hold - classic control, toy text, most custom envs.
+An inner env that renders to a window or holds something that cannot be copied (a socket to a
+simulator, a native handle) raises ``SnapshotUnsupported`` saying so.
+
 ## Version history
 * v0: first version.
+* v0, snapshots: ``snapshot`` / ``restore`` / ``fork`` (same id: no change to the episodes).
 """
 
 from rllm_envs.gymtext.env import GymTextEnv

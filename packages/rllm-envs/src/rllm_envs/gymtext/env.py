@@ -10,6 +10,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.envs.registration import load_env_creator
 
+from rllm_envs.core.snapshots import SnapshotUnsupported
 from rllm_envs.core.tasks import Row, TaskSet, TaskSources
 from rllm_envs.core.text_env import TextEnv, Transition
 from rllm_envs.gymtext import codecs
@@ -120,6 +121,31 @@ class GymTextEnv(TextEnv):
             bool(truncated),
             info={"action": _plain(inner_action), "inner_info": inner_info},
         )
+
+    # -- snapshots (rllm_envs.core.snapshots) ---------------------------------------------
+    def capture_state(self) -> dict[str, Any]:
+        # The inner env - its wrappers, its own np_random and whatever its dynamics hold - is
+        # copied whole: Gymnasium envs have no state API, and most are plain Python and numpy.
+        if getattr(self.inner, "render_mode", None) == "human":
+            raise SnapshotUnsupported(
+                f"GymText over {self.env_id} cannot be snapshotted: the inner env renders to a "
+                "window (render_mode='human'), which cannot be copied"
+            )
+        try:
+            inner = copy.deepcopy(self.inner)
+        except Exception as error:  # noqa: BLE001 - whatever the copy trips on, the answer is no
+            raise SnapshotUnsupported(
+                f"GymText over {self.env_id} cannot be snapshotted: the inner env holds "
+                f"something that cannot be copied ({type(error).__name__}: {error})"
+            ) from error
+        return {"inner": inner, "observation": copy.deepcopy(self.inner_observation)}
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        inner = copy.deepcopy(state["inner"])  # the snapshot's copy stays as it was
+        if not self.inner_closed:
+            self.inner.close()
+        self.inner, self.inner_closed = inner, False
+        self.inner_observation = copy.deepcopy(state["observation"])
 
     def close(self) -> None:
         if not self.inner_closed:

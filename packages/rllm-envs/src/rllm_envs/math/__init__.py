@@ -41,8 +41,13 @@ Arguments
     ``format_penalty`` (0.0), ``instruction``, ``grading_timeout_s`` (5.0), ``render_mode``
     (``"ansi"``).
 
+Snapshots
+    ``snapshot`` / ``restore`` / ``fork`` (``rllm_envs.core.snapshots``) capture the task and
+    the tries so far (the verifier worker holds no episode state); snapshots pickle.
+
 Version history
     v0: first version.
+    v0, snapshots: ``snapshot`` / ``restore`` / ``fork`` (same id: no change to the episodes).
 """
 
 from rllm_envs.math.env import MathEnv

@@ -120,6 +120,15 @@ class MathEnv(TextEnv):
             return _FINAL_MESSAGES[False].format(reason=reason)
         return _RETRY_PROMPTS[grade.reason].format(answer=answer)
 
+    # -- snapshots (rllm_envs.core.snapshots) ---------------------------------------------
+    # The task, the turn and whether the episode is over - the base snapshot - are the whole
+    # episode; the verifier worker grades the same way whatever the snapshot.
+    def capture_state(self) -> None:
+        return None
+
+    def restore_state(self, state: None) -> None:
+        pass
+
     def close(self) -> None:
         self.verifier.close()
         super().close()

@@ -63,8 +63,15 @@ render_mode=None)``
 * Servers are shared by every env in the process that names the same spec and reused across
   episodes; ``close()`` of the last env stops them, and so does process exit.
 
+## Snapshots
+Not supported: ``snapshot()`` (and ``fork``) raise ``SnapshotUnsupported`` naming the tool
+servers, whose state (whatever earlier tool calls changed) lives in the servers, outside the
+process, and MCP has no way to capture or restore it.
+
 ## Version history
 * v0: first version.
+* v0, snapshots: ``snapshot`` / ``fork`` refuse with ``SnapshotUnsupported`` (no change to the
+  episodes).
 """
 
 from rllm_envs.mcp.env import MCPEnv

@@ -14,6 +14,7 @@ from typing import Any
 from rllm_envs.core import spaces
 from rllm_envs.core.extras import require_extra
 from rllm_envs.core.failures import InfrastructureFailure
+from rllm_envs.core.snapshots import SnapshotUnsupported
 from rllm_envs.core.tasks import Row, TaskSources
 from rllm_envs.core.text_env import TextEnv, Transition
 from rllm_envs.mcp.actions import ParsedAction, ToolCall, parse_action
@@ -284,6 +285,19 @@ class MCPEnv(TextEnv):
             return self._manager.run(all_calls(), deadline)
         except ServerUnavailable as error:
             raise InfrastructureFailure("tool_server", str(error)) from error
+
+    # -- snapshots (rllm_envs.core.snapshots) ---------------------------------------------
+    def capture_state(self) -> Any:
+        # The episode's state is partly in the servers (whatever earlier tool calls changed
+        # there), which the protocol gives no way to read or set: a restored episode could
+        # not promise the same tool results.
+        servers = (
+            ", ".join(f"{spec.name!r} ({spec.transport})" for spec in self._connections) or "none"
+        )
+        raise SnapshotUnsupported(
+            f"MCPEnv cannot be snapshotted: the state of its tool server(s) {servers} lives "
+            "in the server, outside this process, and MCP has no way to capture or restore it"
+        )
 
     # -- cleanup ---------------------------------------------------------------------------
     def close(self) -> None:

@@ -281,14 +281,7 @@ class DockerSandbox:
             self._release(worker)
         else:
             self._discard(worker)
-        return ExecutionResult(
-            exit_code=reply["exit_code"],
-            stdout=base64.b64decode(reply["stdout"]).decode("utf-8", "replace"),
-            stderr=base64.b64decode(reply["stderr"]).decode("utf-8", "replace"),
-            timed_out=reply["timed_out"],
-            output_truncated=reply["output_truncated"],
-            wall_seconds=reply["wall_seconds"],
-        )
+        return reply_result(reply)
 
     def close(self) -> None:
         with self._lock:
@@ -311,6 +304,19 @@ class DockerSandbox:
     @property
     def container_ids(self) -> frozenset[str]:
         return frozenset(self._owned)
+
+
+def reply_result(reply: dict, *, text_stdout: bool = True) -> ExecutionResult:
+    """The result a container server's reply carries; with `text_stdout` False its stdout is
+    left empty (a caller that wants the bytes decodes ``reply["stdout"]`` itself)."""
+    return ExecutionResult(
+        exit_code=reply["exit_code"],
+        stdout=base64.b64decode(reply["stdout"]).decode("utf-8", "replace") if text_stdout else "",
+        stderr=base64.b64decode(reply["stderr"]).decode("utf-8", "replace"),
+        timed_out=reply["timed_out"],
+        output_truncated=reply["output_truncated"],
+        wall_seconds=reply["wall_seconds"],
+    )
 
 
 def _close_streams(worker: _Worker) -> None:

@@ -74,7 +74,7 @@ owning process was killed - by the next env or sandbox that starts.
 ## Arguments
 ``gym.make("rllm/SWE-v0", tasks=None, split="train", max_turns=50, command_timeout=None,
 test_timeout=120.0, policy=None, pool_spares=1, max_output_chars=10000, hide_tests=True,
-format_penalty=0.0, column_map=None, docker_url=None, render_mode=None)``
+format_penalty=0.0, column_map=None, docker_url=None, snapshot_method="auto", render_mode=None)``
 
 * ``tasks``: ``"shipped:train"`` (default, or ``split="test"``), a JSONL/JSON/Parquet file of
   SWE-bench-format rows, ``"hf:<dataset>"``, ``"registry:<name>"``, or a list of rows (see
@@ -83,9 +83,26 @@ format_penalty=0.0, column_map=None, docker_url=None, render_mode=None)``
 * ``command_timeout``: seconds per command (default: the policy's ``wall_seconds``, 60).
 * ``policy``: a :class:`~rllm_envs.sandbox.SandboxPolicy` or a dict of its fields.
 * ``pool_spares``: started containers kept ready per image (0: start one per reset).
+* ``snapshot_method``: how snapshots capture the agent's container (below).
+
+## Snapshots
+``snapshot`` / ``restore`` / ``fork`` (``rllm_envs.core.snapshots``) capture the task, the
+repository's one commit and the agent's container: the repository, /tmp, /var/tmp, /run/lock
+and /dev/shm - file contents, modes, modification times, links, created and deleted files
+(/scratch is emptied after every command; no process outlives one). Inode numbers and change
+times are not kept. ``snapshot_method="tar"``: an archive made inside the container, held in
+Python (it pickles, outlives the env and holds nothing to release); restoring syncs it into the
+env's container when that runs the task's image (only differing files are rewritten), else
+into a fresh one. ``"commit"``: ``docker commit``; restoring starts a container of that image,
+which ``release`` removes once no container of it is left (so does garbage collection of the
+snapshot; images of a dead process are swept by the next env). ``"auto"`` (default): tar up to
+4 MiB of workspace, commit above. A snapshot outlives the env it came from with either method.
+docs/envs/snapshots-containers.md has the figures.
 
 ## Version history
 * v0: first version.
+* v0, snapshots: ``snapshot`` / ``restore`` / ``fork``, ``snapshot_method`` (same id: no change
+  to the episodes).
 """
 
 from rllm_envs.swe.env import SWEEnv

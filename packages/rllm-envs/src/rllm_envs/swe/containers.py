@@ -20,7 +20,7 @@ import json
 import select
 import threading
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
@@ -35,6 +35,7 @@ from rllm_envs.sandbox.docker_backend import (
     _remove_all,
     _Worker,
     owner_tag,
+    reply_result,
     server_source,
     sweep_orphans,
 )
@@ -105,6 +106,8 @@ class Workspace:
     worker: _Worker
     owned: set[str]
     removed: bool = False
+    # Called once the container is gone (a snapshot image counts the containers it serves).
+    on_remove: Callable[[], None] | None = None
 
     @property
     def id(self) -> str:
@@ -121,6 +124,31 @@ class Workspace:
         max_output_bytes: int | None = None,
     ) -> ExecutionResult:
         """Run `argv` as the sandbox user in /scratch (where `files` are written first)."""
+        return reply_result(self._request(argv, files, stdin, env, wall_seconds, max_output_bytes))
+
+    def run_binary(
+        self,
+        argv: tuple[str, ...] | list[str],
+        *,
+        stdin: bytes = b"",
+        wall_seconds: float | None = None,
+        max_output_bytes: int | None = None,
+    ) -> tuple[ExecutionResult, bytes]:
+        """Like :meth:`run`, with the program's stdout as bytes (e.g. a tar archive) beside
+        the result (whose ``stdout`` is then empty)."""
+        reply = self._request(argv, None, stdin, None, wall_seconds, max_output_bytes)
+        return reply_result(reply, text_stdout=False), base64.b64decode(reply["stdout"])
+
+    def _request(
+        self,
+        argv: tuple[str, ...] | list[str],
+        files: Mapping[str, bytes] | None,
+        stdin: bytes,
+        env: Mapping[str, str] | None,
+        wall_seconds: float | None,
+        max_output_bytes: int | None,
+    ) -> dict[str, Any]:
+        """One request to the container's server; its reply (stdout and stderr in base64)."""
         if self.removed:
             raise InfrastructureFailure("sandbox", "the container was already removed")
         policy = self.settings.policy
@@ -152,14 +180,7 @@ class Workspace:
         if "error" in reply:
             self.remove()
             raise InfrastructureFailure("sandbox", f"the sandbox server failed: {reply['error']}")
-        return ExecutionResult(
-            exit_code=reply["exit_code"],
-            stdout=base64.b64decode(reply["stdout"]).decode("utf-8", "replace"),
-            stderr=base64.b64decode(reply["stderr"]).decode("utf-8", "replace"),
-            timed_out=reply["timed_out"],
-            output_truncated=reply["output_truncated"],
-            wall_seconds=reply["wall_seconds"],
-        )
+        return reply
 
     def run_job(
         self,
@@ -216,6 +237,8 @@ class Workspace:
         except Exception:
             pass  # already gone
         self.owned.discard(self.id)
+        if self.on_remove is not None:
+            self.on_remove()
 
 
 class WorkspacePool:
@@ -273,7 +296,8 @@ class WorkspacePool:
         return self.image_labels(image).get(OWNED_LABEL) == str(self.settings.policy.uid)
 
     # -- containers ------------------------------------------------------------------------
-    def _start(self, image: str) -> Workspace:
+    def start(self, image: str) -> Workspace:
+        """A container of `image` started now (no spare is taken or made: a snapshot's image)."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("this WorkspacePool is closed")
@@ -305,7 +329,7 @@ class WorkspacePool:
 
     def _fill(self, image: str) -> None:
         try:
-            workspace = self._start(image)
+            workspace = self.start(image)
         except Exception:  # the next take() starts one itself and reports what fails
             return
         with self._lock:
@@ -333,7 +357,7 @@ class WorkspacePool:
                 ready = self._ready.get(image, [])
                 workspace = ready.pop() if ready else None
             if workspace is None:
-                workspace = self._start(image)
+                workspace = self.start(image)
                 break
             if workspace.alive():
                 break

@@ -28,6 +28,7 @@ from rllm_envs.swe.grading import (
     run_graded_tests,
     take_agent_patch,
 )
+from rllm_envs.swe.snapshots import SNAPSHOT_METHODS, SWEEpisodeState, sweep_snapshot_images
 from rllm_envs.swe.tasks import SWETask, TaskRowError, load_swe_tasks, to_swe_task
 
 # Per command: wall_seconds is the command's time limit; memory and processes are the
@@ -90,8 +91,14 @@ class SWEEnv(TextEnv):
         format_penalty: float = 0.0,
         column_map: Mapping[str, str] | None = None,
         docker_url: str | None = None,
+        snapshot_method: str = "auto",
         render_mode: str | None = None,
     ) -> None:
+        if snapshot_method not in SNAPSHOT_METHODS:
+            raise ValueError(
+                f"snapshot_method must be one of {sorted(SNAPSHOT_METHODS)}, "
+                f"got {snapshot_method!r}"
+            )
         super().__init__(
             load_swe_tasks(tasks, split, column_map), max_turns=max_turns, render_mode=render_mode
         )
@@ -113,6 +120,8 @@ class SWEEnv(TextEnv):
         self.pool = WorkspacePool(
             ContainerSettings(policy), spares=pool_spares, base_url=docker_url
         )
+        self.snapshot_method = snapshot_method
+        sweep_snapshot_images(self.pool.client)
         self.policy_description = {
             **policy.describe(),
             "backend": "docker",
@@ -285,6 +294,26 @@ class SWEEnv(TextEnv):
         # not from an assumption.
         graded = "" if patch.error else patch.patch
         return run_graded_tests(self.pool, task, graded, timeout=self.test_timeout)
+
+    # -- snapshots (rllm_envs.core.snapshots) ---------------------------------------------
+    def capture_state(self) -> SWEEpisodeState:
+        workspace, task = self.workspace, self.swe_task
+        captured = None
+        if workspace is not None and task is not None:
+            captured = SNAPSHOT_METHODS[self.snapshot_method](self.pool, workspace, task)
+        return SWEEpisodeState(task, self.base_commit, captured)
+
+    def restore_state(self, state: SWEEpisodeState) -> None:
+        self.swe_task, self.base_commit = state.swe_task, state.base_commit
+        if state.workspace is None or state.swe_task is None:
+            self._drop_workspace()  # the snapshot's episode had ended: no container
+            return
+        current, self.workspace = self.workspace, None
+        self.workspace = state.workspace.restore(self.pool, current, state.swe_task)
+
+    @staticmethod
+    def release_state(state: SWEEpisodeState) -> None:
+        state.release()
 
     def _drop_workspace(self) -> None:
         if self.workspace is not None:

@@ -76,8 +76,27 @@ process.
 ``rllm_envs.web.solver`` plays any suite instance with its scripted solution through the same
 action grammar (``python -m rllm_envs.web.solver``).
 
+## Snapshots
+``snapshot`` / ``restore`` / ``fork`` (``rllm_envs.core.snapshots``) of a suite task. A page
+cannot be copied - its scripts keep state in memory (a wizard's answers), the browser numbers
+element refs by the page's history, and the task app's state is on its server - so a snapshot
+keeps the page actions since reset, and a restore replays them on a fresh page of the same task
+(a new context and task-server session) and then checks that the page reads exactly as it did:
+address, title, aria snapshot with its refs, session and local storage, and the app state the
+server holds for the episode. A page that reads differently raises ``SnapshotUnsupported`` and
+ends the restored episode. A restore costs the replay (docs/envs/snapshots-containers.md).
+Refused with ``SnapshotUnsupported``: open-ended tasks and episodes that opened a page outside
+the task app (an allowlisted site), whose server-side state rllm cannot capture and which a
+replay would send the actions to again. The replay rebuilds what a capture of the page could
+not (script memory, refs, the tab's history, so ``back()`` behaves as it did); what it cannot
+promise is a page that depends on time or chance (timers, the clock, random numbers), which
+the suite's pages do not, and the check catches it where it shows. Snapshots hold nothing
+outside Python (the actions, the page's fingerprint, the last screenshot) and outlive their
+env.
+
 ## Version history
 * v0: first version.
+* v0, snapshots: ``snapshot`` / ``restore`` / ``fork`` (same id: no change to the episodes).
 """
 
 from rllm_envs.web.env import SITE_ALIAS, WebEnv

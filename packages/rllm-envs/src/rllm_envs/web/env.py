@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import os
 import weakref
 from collections.abc import Mapping, Sequence
@@ -16,12 +17,14 @@ from gymnasium import spaces as gym_spaces
 from rllm_envs.core import spaces
 from rllm_envs.core.extras import require_extra
 from rllm_envs.core.failures import InfrastructureFailure
+from rllm_envs.core.snapshots import SnapshotUnsupported
 from rllm_envs.core.tasks import Row, TaskSet, TaskSources
 from rllm_envs.core.text_env import TextEnv, Transition
 from rllm_envs.setup.command import setup_command
 from rllm_envs.web.actions import GRAMMAR, WebAction, parse_action
 from rllm_envs.web.browser import (
     LAUNCH_TIMEOUT_SECONDS,
+    LOOP_SLACK_SECONDS,
     BrowserHost,
     ContextKind,
     acquire_host,
@@ -39,6 +42,7 @@ from rllm_envs.web.page import (
     open_tab,
     origin_of,
     prepare_tab,
+    read_storage,
     resolve_url,
 )
 from rllm_envs.web.server import (
@@ -54,6 +58,10 @@ from rllm_envs.web.tasks import FAMILIES, Family, Instance, suite_rows
 # The task site's address as agents see it. The real one has a random port, different in every
 # process; showing one fixed name keeps observations identical across processes and runs.
 SITE_ALIAS = "http://tasks.local"
+_OPEN_ENDED = (
+    "WebEnv cannot snapshot an open-ended task ({url}): that site keeps server-side state rllm "
+    "cannot capture, and rebuilding its page would send the episode's actions to it again"
+)
 DEFAULT_VIEWPORT = (800, 600)
 
 
@@ -104,6 +112,59 @@ class _Episode:
     url: str = ""  # open-ended only: suite pages are booted in place
     reward_function: Any = None
     view: PageView = field(default_factory=lambda: PageView("", "", ""))
+    # What was done to the page since it opened (a snapshot's restore replays it).
+    actions: list[PageAction] = field(default_factory=list)
+    # The first page outside the task site the episode opened (an allowlisted origin), if any.
+    off_site: str | None = None
+
+    def note_site(self, url: str, server: TaskServer | None) -> None:
+        origin = origin_of(url)
+        if (
+            self.off_site is None
+            and server is not None
+            and origin not in (server.origin, "about://", "://")
+        ):
+            self.off_site = origin
+
+
+@dataclass(frozen=True)
+class PageAction:
+    """An action that ran on the page, with the address a ``goto`` opened (as shown to the
+    agent: the task site's real port differs from process to process)."""
+
+    action: WebAction
+    url: str | None = None
+
+
+@dataclass(frozen=True)
+class PageFingerprint:
+    """How a page reads, to check a restored one against: what the agent sees (the address,
+    title and aria snapshot, refs included, as shown), the page's session and local storage,
+    and the app state the task server holds for the episode."""
+
+    url: str
+    title: str
+    snapshot: str
+    storage: str
+    app_state: str
+
+    def difference(self, other: PageFingerprint) -> str:
+        names = [
+            name
+            for name in self.__dataclass_fields__
+            if getattr(self, name) != getattr(other, name)
+        ]
+        return ", ".join(names) or "nothing"
+
+
+@dataclass(frozen=True)
+class WebEpisodeState:
+    """A web episode beyond the base fields: the page actions to replay and the page they
+    must give (None once the episode ended), and the last screenshot."""
+
+    actions: tuple[PageAction, ...]
+    page: PageFingerprint | None
+    last_image: np.ndarray = field(compare=False)
 
 
 def plan_episode(task: Row) -> _Episode:
@@ -203,6 +264,16 @@ class WebEnv(TextEnv):
         episode = plan_episode(task)  # a bad row fails here, before the last episode ends
         if episode.family is not None and not any(k in task for k in ("task_id", "id", "uid")):
             task["task_id"] = f"web/{episode.family.name}/{int(task.get('seed', 0))}"
+        view, note = self._open(episode, ())
+        intro = f"Web task. Goal: {episode.goal}\n\n{GRAMMAR}\n\n"
+        info = {"goal": episode.goal, "url": self._shown(view.url)}
+        if episode.family is not None:
+            info["family"] = episode.family.name
+        return self._observe(intro + self._page_text(view, note), view), info
+
+    def _open(self, episode: _Episode, replayed: Sequence[PageAction]) -> tuple[PageView, str]:
+        """Make `episode` this env's episode on a fresh page, with `replayed` actions applied
+        to it (a snapshot's restore); the page's view and the last note."""
         server, host = self._acquire()
         allowed = (
             server.origin,
@@ -215,20 +286,23 @@ class WebEnv(TextEnv):
 
         async def open_episode() -> tuple[Tab, PageView, str]:
             try:
-                return await self._start_page(episode, kind, host, server)
+                tab, view, note = await self._start_page(episode, kind, host, server)
+                self.resources.tab = tab
+                for action in replayed:
+                    url = self._real(action.url) if action.url else None
+                    view, note = await act(tab, action.action, url, False)
+                return tab, view, note
             finally:
                 # Housekeeping after the page is up, while the agent reads it.
                 if old_tab is not None:
                     asyncio.get_running_loop().create_task(close_tab(old_tab))
                 host.refill(kind, owner=id(self.resources))
 
-        tab, view, note = host.run(open_episode(), self.timeouts.budget() + LAUNCH_TIMEOUT_SECONDS)
+        budget = self.timeouts.budget() * (1 + len(replayed)) + LAUNCH_TIMEOUT_SECONDS
+        tab, view, note = host.run(open_episode(), budget)
         self.resources.tab, episode.view = tab, view
-        intro = f"Web task. Goal: {episode.goal}\n\n{GRAMMAR}\n\n"
-        info = {"goal": episode.goal, "url": self._shown(view.url)}
-        if episode.family is not None:
-            info["family"] = episode.family.name
-        return self._observe(intro + self._page_text(view, note), view), info
+        episode.actions = list(replayed)
+        return view, note
 
     async def _start_page(
         self, episode: _Episode, kind: ContextKind, host: BrowserHost, server: TaskServer
@@ -313,8 +387,11 @@ class WebEnv(TextEnv):
                 note = "Only http:// and https:// addresses can be opened."
                 text = self._page_text(episode.view, note)
                 return Transition(self._observe(text, episode.view), info=info)
+        # Logged before it runs: an action that fails half-way has still touched the page.
+        episode.actions.append(PageAction(web_action, self._shown(url) if url else None))
         view, note = host.run(act(tab, web_action, url, self.screenshot), self.timeouts.budget())
         episode.view = view
+        episode.note_site(view.url, self.resources.server)
         info["url"] = self._shown(view.url)
         if episode.family is not None and self._app_state().get("done"):
             return self._grade(episode, None, info)
@@ -382,6 +459,66 @@ class WebEnv(TextEnv):
             return None
         observation = self.last_observation
         return observation["text"] if isinstance(observation, dict) else observation
+
+    # -- snapshots (rllm_envs.core.snapshots) ---------------------------------------------
+    # A page cannot be copied: its scripts keep state in memory (a wizard's answers), the
+    # browser numbers element refs by the page's history, and the task app's state is on the
+    # server. So a snapshot keeps what was done to the page, and a restore replays it on a
+    # fresh page of the same task, then checks that the page reads exactly as it did.
+    def capture_state(self) -> WebEpisodeState | None:
+        episode = self.episode
+        if self.task is None or episode is None:
+            # Before an episode (how tools probe for support): refuse up front when the task
+            # set holds open-ended rows, whose episodes could never be snapshotted.
+            open_ended = next((row for row in self.tasks.rows if "family" not in row), None)
+            if open_ended is not None:
+                raise SnapshotUnsupported(_OPEN_ENDED.format(url=open_ended.get("url")))
+            return None
+        if self.episode_over:  # nothing left to rebuild: later steps never touch the page
+            return WebEpisodeState(tuple(episode.actions), None, self.last_image.copy())
+        if episode.family is None:
+            raise SnapshotUnsupported(_OPEN_ENDED.format(url=episode.url))
+        if episode.off_site is not None:
+            raise SnapshotUnsupported(
+                f"WebEnv cannot snapshot this episode: it opened {episode.off_site}, a site "
+                "outside the task app whose server-side state rllm cannot capture"
+            )
+        return WebEpisodeState(
+            tuple(episode.actions), self._fingerprint(episode.view), self.last_image.copy()
+        )
+
+    def restore_state(self, state: WebEpisodeState | None) -> None:
+        if state is None or state.page is None:
+            self._end_page()
+            if state is not None:
+                self.last_image = state.last_image.copy()
+            return
+        assert self.task is not None
+        view, _ = self._open(plan_episode(self.task), state.actions)
+        rebuilt = self._fingerprint(view)
+        if rebuilt != state.page:
+            self.episode_over = True  # the page is not where the snapshot was: no steps on it
+            raise SnapshotUnsupported(
+                f"WebEnv could not restore this snapshot: replaying its {len(state.actions)} "
+                f"page action(s) gave a page whose {rebuilt.difference(state.page)} differs "
+                "(the page does not behave the same way twice); the episode has ended"
+            )
+        self.last_image = state.last_image.copy()
+
+    def _fingerprint(self, view: PageView) -> PageFingerprint:
+        tab, host = self.resources.tab, self.resources.host
+        assert tab is not None and host is not None
+        storage = host.run(read_storage(tab), self.timeouts.action + LOOP_SLACK_SECONDS)
+        app_state = json.dumps(self._app_state(), sort_keys=True)
+        return PageFingerprint(
+            self._shown(view.url), view.title, self._shown(view.snapshot), storage, app_state
+        )
+
+    def _end_page(self) -> None:
+        tab, host = self.resources.end_episode(), self.resources.host
+        if tab is not None and host is not None:
+            host.submit(close_tab(tab))
+        self.episode = None
 
     def close(self) -> None:
         self.resources.release()

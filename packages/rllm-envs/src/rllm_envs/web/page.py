@@ -293,6 +293,22 @@ async def _read(page: Any, screenshot: bool, timeouts: Timeouts) -> PageView:
     return PageView(page.url, title, snapshot, image[0] if image else None)
 
 
+_STORAGE = """() => JSON.stringify([sessionStorage, localStorage].map(
+    (store) => Object.keys(store).sort().map((key) => [key, store.getItem(key)])))"""
+
+
+async def read_storage(tab: Tab) -> str:
+    """The page's session and local storage as JSON (keys sorted): state its scripts keep
+    across page loads that the page itself may not show."""
+    from playwright.async_api import Error
+
+    try:
+        return await tab.page.evaluate(_STORAGE)
+    except Error as error:  # e.g. an opaque origin has no storage
+        await _check_alive(tab, error)
+        return f"(storage unreadable: {_first_line(error)})"
+
+
 async def close_tab(tab: Tab) -> None:
     try:
         await asyncio.wait_for(tab.context.close(), 5)

@@ -21,6 +21,7 @@ import yaml
 from rllm_agents.run_folder import write_atomic
 
 from rllm_train.config.rollout_correction import RolloutCorrectionConfig, check_rollout_correction
+from rllm_train.config.tree import TreeConfig, tree_problems
 from rllm_train.verl.options import VerlOptions
 
 ALGORITHMS = ("grpo", "rloo", "reinforce_plus_plus", "ppo", "rae", "remax", "sft")
@@ -163,6 +164,9 @@ class RolloutConfig:
     # local/process engine apart, on a CPU: its intra-op threads (0: local every core, as the
     # trainer's; process half the cores)
     engine_threads: int = 0
+    # Tree-structured GRPO: rollout.n continuations branched from a snapshot of each task's
+    # episode at a branch turn, one group each (config/tree.py, docs/training/tree-grpo.md).
+    tree: TreeConfig = field(default_factory=TreeConfig)
 
 
 @dataclass
@@ -326,8 +330,13 @@ def _coerce(key: str, value: Any, annotation: Any) -> Any:
     if origin is list:
         if isinstance(value, str):
             value = [part.strip() for part in value.split(",") if part.strip()]
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = [value]  # branch_turns=2: a list of one
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"{key}: expected a list, got {value!r}")
+        item_type = (typing.get_args(annotation) or (Any,))[0]
+        if item_type in (int, float, str):  # "1,2" from the command line: numbers, not text
+            return [_coerce(key, item, item_type) for item in value]
         return list(value)
     if annotation is bool:
         if isinstance(value, bool):
@@ -538,6 +547,9 @@ def validate(config: TrainConfig) -> None:
     problems = check_rollout_correction(
         config.algorithm.rollout_correction, "algorithm.rollout_correction"
     )
+    if problems:
+        raise ConfigError("; ".join(problems))
+    problems = tree_problems(config)
     if problems:
         raise ConfigError("; ".join(problems))
     if config.algorithm.name in ("grpo", "rloo") and config.rollout.n < 2:

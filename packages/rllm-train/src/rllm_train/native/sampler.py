@@ -42,6 +42,9 @@ class Rollout:
     episodes: list[Episode]
     generate_seconds: float = 0.0  # the model engine busy sampling
     env_seconds: float = 0.0  # env calls, summed over episodes
+    # The group of each episode, when the sampler chose them (tree rollouts: the branches of
+    # one snapshot); None: the episodes of one task seed are one group.
+    groups: list[str] | None = None
 
 
 class EpisodeSampler(Protocol):

@@ -74,6 +74,7 @@ from rllm_train.native.sampler import (
     RolloutLimits,
     rollout_executor,
 )
+from rllm_train.native.tree import TreeSampler, check_tree_env
 
 VALIDATION_STREAM = 1_000_003  # seeds validation tasks apart from training ones
 SAMPLING_STREAM = 7  # seeds the model's draws apart from the task draws
@@ -207,6 +208,7 @@ class NativeTrainer:
                 "rollout.engine=local"
             )
         self.agent_factory = self._agent_factory(agent_class, agent_args or {})
+        check_tree_env(config, None if self.multiagent is not None else env_factory)
         latest = self.output / "checkpoints" / checkpoint.LATEST
         if latest.exists() and not config.trainer.resume:
             raise ConfigError(
@@ -263,6 +265,7 @@ class NativeTrainer:
         self.completed_steps = 0
         self.last_episodes: list[Episode] = []
         self._sampler: EpisodeSampler | None = None
+        self._tree_sampler: TreeSampler | None = None  # rollout.tree: the training episodes
         # rollout.mode=async or rollout.engine=llamacpp: the steps' episodes come from an
         # engine apart, played ahead (async_rollouts.py); self.sampler then only validates.
         self.play_ahead: PlayAhead | None = None
@@ -329,6 +332,27 @@ class NativeTrainer:
     def sampler(self, sampler: EpisodeSampler) -> None:
         self._sampler = sampler  # the one it replaces is the caller's to close
 
+    @property
+    def training_sampler(self) -> EpisodeSampler:
+        """Where a step's training episodes come from: :attr:`sampler`, or with rollout.tree
+        the tree sampler (branch groups; validation still plays whole episodes)."""
+        tree = self.config.rollout.tree
+        if not tree.enabled:
+            return self.sampler
+        if self._tree_sampler is None:
+            self._tree_sampler = TreeSampler(
+                self.model,
+                self.tokenizer,
+                self.env_factory,
+                self.agent_factory,
+                self._rollout_limits(),
+                branches=self.config.rollout.n,
+                branch_turns=tree.branch_turns,
+                max_batch_size=self._max_batch_size(),
+                autocast_dtype=self.autocast_dtype,
+            )
+        return self._tree_sampler
+
     def _rollout_limits(self) -> RolloutLimits:
         rollout = self.config.rollout
         return RolloutLimits(
@@ -390,6 +414,9 @@ class NativeTrainer:
         if self._sampler is not None:
             self._sampler.close()
             self._sampler = None
+        if self._tree_sampler is not None:
+            self._tree_sampler.close()
+            self._tree_sampler = None
 
     def _autocast(self):
         if self.autocast_dtype is None:
@@ -585,7 +612,8 @@ class NativeTrainer:
 
     def _corrects(self) -> bool:
         section = self.config.algorithm.rollout_correction
-        generating = self._apart_sampler or self._sampler  # whichever played the steps
+        # whichever played the steps
+        generating = self._apart_sampler or self._tree_sampler or self._sampler
         shares = rollout_correction.samples_trained_weights(generating, self.model)
         return rollout_correction.correction_enabled(section, shares)
 
@@ -669,7 +697,7 @@ class NativeTrainer:
         and metrics of where they came from."""
         seeds, _ = self._step_tasks(step)
         if self.play_ahead is None:
-            return self._play_step(self.sampler, step), seeds, step, {}
+            return self._play_step(self.training_sampler, step), seeds, step, {}
         played, waited = self.play_ahead.take(step)
         # Episodes older than max_staleness allows: only from a checkpoint written under a
         # larger max_staleness (the player never starts a step on older weights).
@@ -702,7 +730,7 @@ class NativeTrainer:
         if self.config.trainer.save_episodes:
             self.save_episodes(step, episodes, played_by)
         rollout_seconds = time.perf_counter() - started
-        groups = [str(seed) for seed in seeds]
+        groups = sampled.groups or [str(seed) for seed in seeds]
         sequences = episodes_to_sequences(
             episodes,
             groups,
