@@ -113,6 +113,7 @@ class Side:
     baseline_error: float
     baseline_error_se: float
     informative: float
+    informative_se: float
     branched: float
     seconds: float
 
@@ -128,12 +129,14 @@ def group_returns(episodes, groups, k: int) -> list[tuple[np.ndarray, np.ndarray
 def measure(returns, branched: float, seconds: float) -> Side:
     variances = np.array([np.var(group) for group, _ in returns])
     errors = np.array([(group.mean() - reference.mean()) ** 2 for group, reference in returns])
+    informative = np.array([np.ptp(group) > 0 for group, _ in returns], dtype=float)
     return Side(
         advantage_variance=float(variances.mean()),
         advantage_variance_se=float(variances.std(ddof=1) / np.sqrt(len(variances))),
         baseline_error=float(errors.mean()),
         baseline_error_se=float(errors.std(ddof=1) / np.sqrt(len(errors))),
-        informative=float(np.mean([np.ptp(group) > 0 for group, _ in returns])),
+        informative=float(informative.mean()),
+        informative_se=float(informative.std(ddof=1) / np.sqrt(len(informative))),
         branched=branched,
         seconds=seconds,
     )
@@ -237,7 +240,7 @@ def plot(results: dict[str, dict[str, Side]], path: Path, title: str) -> None:
     for axis, (metric, panel) in zip(axes, PANELS, strict=True):
         for number, side in enumerate(sides):
             values = [getattr(results[case][side], metric) for case in cases]
-            errors = [getattr(results[case][side], f"{metric}_se", 0.0) for case in cases]
+            errors = [getattr(results[case][side], f"{metric}_se") for case in cases]
             offset = (number - (len(sides) - 1) / 2) * width
             name = "plain GRPO" if side == "plain" else f"tree, branch after turn {side[5:]}"
             axis.bar(positions + offset, values, width, yerr=errors, capsize=2, label=name)
@@ -257,8 +260,8 @@ def main() -> None:
     parser.add_argument(
         "--branch-turns",
         type=lambda text: [int(turn) for turn in text.split(",")],
-        default=[1, 2],
-        help="one tree side per turn",
+        default=[2],
+        help="one tree side per turn (docs' figure: 1,2)",
     )
     parser.add_argument("--max-turns", type=int, default=8)
     parser.add_argument("--max-response-tokens", type=int, default=48)

@@ -4,12 +4,14 @@ copies, wrappers come along, and the envs that cannot be captured say why."""
 from __future__ import annotations
 
 import pickle
+import shutil
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 import pytest
 import rllm_envs  # noqa: F401  (registers the rllm/ ids)
-from rllm_envs import SnapshotUnsupported
+from rllm_envs import SnapshotUnsupported, TaskSet, TextEnv, Transition
 from rllm_envs.core.snapshots import fork, release, restore, snapshot
 
 from tests.envs import uncopyable_env
@@ -183,3 +185,63 @@ def test_mcp_refuses_naming_its_tool_server():
             env.snapshot()
     finally:
         env.close()
+
+
+class NotebookEnv(TextEnv):
+    """Keeps its episode in a file on disk, as envs with a workspace outside Python do: a
+    snapshot is a copy of the file, which release deletes."""
+
+    def __init__(self, folder: str):
+        super().__init__(TaskSet("notes", ({"task_id": "notes"},)), max_turns=10)
+        self.folder = Path(folder)
+        self.page = self.folder / f"page-{id(self)}.txt"
+
+    def begin(self, task):
+        self.page.write_text("")
+        return "Write notes.", {}
+
+    def act(self, action):
+        with self.page.open("a") as page:
+            page.write(action + "\n")
+        return Transition(self.page.read_text(), reward=float(len(action)))
+
+    def capture_state(self):
+        copy = self.folder / f"snapshot-{len(list(self.folder.glob('snapshot-*')))}.txt"
+        shutil.copy(self.page, copy)
+        return str(copy)
+
+    def restore_state(self, state):
+        shutil.copy(state, self.page)
+
+    @staticmethod
+    def release_state(state):
+        Path(state).unlink(missing_ok=True)
+
+
+NOTEBOOK_ID = "rllm_tests/Notebook-v0"
+if NOTEBOOK_ID not in gym.registry:
+    gym.register(NOTEBOOK_ID, entry_point=NotebookEnv)
+
+
+def test_release_frees_what_a_snapshot_holds_outside_python(tmp_path):
+    env = gym.make(NOTEBOOK_ID, folder=str(tmp_path))
+    env.reset(seed=0)
+    play(env, ["first"])
+    snap = snapshot(env)
+    [held] = tmp_path.glob("snapshot-*")
+    first = play(env, ["second", "third"])
+    restore(env, snap)
+    assert play(env, ["second", "third"]) == first
+    forks = fork(env, 2)  # fork takes a snapshot of its own and releases it once restored
+    assert list(tmp_path.glob("snapshot-*")) == [held]
+    assert [play(made, ["x"]) for made in forks] == [play(env, ["x"])] * 2
+    release(snap)
+    release(snap)  # idempotent
+    assert not held.exists()
+    with pytest.raises(ValueError, match="released"):
+        restore(env, snap)
+    with pytest.raises(TypeError, match="must be a @staticmethod"):
+
+        class Careless(NotebookEnv):
+            def release_state(self, state):  # would need the env, which may be gone
+                pass

@@ -19,7 +19,7 @@ from tests.envs import uncopyable_env
 from tests.train import reply_length
 from tests.train.conftest import run_overrides
 
-TREE = {"rollout.tree.enabled": True, "rollout.max_turns": 2, "rollout.tree.branch_turns": [1]}
+TREE = {"rollout.tree.enabled": True, "rollout.max_turns": 2, "rollout.tree.branch_turns": [1, 0]}
 
 
 def test_branches_continue_one_snapshot_and_are_trained_as_its_group(tmp_path, tiny_model):
@@ -42,22 +42,27 @@ def test_branches_continue_one_snapshot_and_are_trained_as_its_group(tmp_path, t
 
     groups = defaultdict(list)
     for episode in episodes:
-        assert episode.info["tree"]["start_turn"] == 1
         groups[episode.info["tree"]["group"]].append(episode)
-    assert sorted(len(members) for members in groups.values()) == [2, 2]
+    # Task 1 branches after turn 1, task 2 from its reset (branch turn 0): two groups of n.
+    starts = {group: members[0].info["tree"]["start_turn"] for group, members in groups.items()}
+    assert sorted(starts.values()) == [0, 1]
+    assert [len(members) for members in groups.values()] == [2, 2]
 
-    for members in groups.values():
-        # One snapshot, one conversation so far: the branches share their first prompt (the
-        # trunk's first turn included) and the env's first answer; each plays its own turn 2.
+    for group, members in groups.items():
+        # One start state, one conversation so far: the group's first prompt is shared (after
+        # a branch point, the trunk's first turn included).
         [prompt] = {tuple(e.trajectories[0].prompt_ids) for e in members}
-        [trunk_action] = {e.env.transitions[0].action for e in members}
-        assert trunk_action in trainer.tokenizer.decode(list(prompt))
+        if starts[group] == 1:
+            [trunk_action] = {e.env.transitions[0].action for e in members}
+            assert trunk_action in trainer.tokenizer.decode(list(prompt))
         for episode in members:
-            [step] = episode.trajectories[0].steps  # the continuation alone
+            steps = episode.trajectories[0].steps  # its own turns: 1 after the branch, else 2
+            assert len(steps) == 2 - starts[group]
             [sequence] = episodes_to_sequences([episode], ["g"], "trajectory")
             trained = [t for t, m in zip(sequence.token_ids, sequence.loss_mask, strict=True) if m]
-            assert trained == step.response_ids  # the prefix is context, never trained
-            assert episode.trajectories[0].reward == pytest.approx(len(step.action) / 50)
+            assert trained == [t for step in steps for t in step.response_ids]  # prefix: context
+            earned = sum(len(step.action) / 50 for step in steps)  # after the branch point
+            assert episode.trajectories[0].reward == pytest.approx(earned)
     # The env state came from the snapshot: each branch's record (trunk turn, then its own)
     # replays from a plain reset with no difference.
     assert all(replay.identical for replay in replay_episodes(episodes))

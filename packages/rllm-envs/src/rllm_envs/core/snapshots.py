@@ -108,6 +108,16 @@ class Snapshottable:
         "max_turns",
     )
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        hook = cls.__dict__.get("release_state")
+        if hook is not None and not isinstance(hook, staticmethod):
+            # release(snap) calls it with the state alone, possibly after the env is gone.
+            raise TypeError(
+                f"{cls.__name__}.release_state must be a @staticmethod taking the state: a "
+                "snapshot may be released after its env is closed"
+            )
+
     # -- hooks -----------------------------------------------------------------------------
     def capture_state(self) -> Any:
         """This env's own episode state (beyond the base fields), as a value."""

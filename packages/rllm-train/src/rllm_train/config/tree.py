@@ -23,9 +23,10 @@ GROUP_ALGORITHMS = ("grpo", "rloo")
 @dataclass
 class TreeConfig:
     enabled: bool = False
-    # The turn after which each trunk is snapshotted and branched (1 = after the first move);
-    # several values are cycled over the step's tasks, so every depth gets trained. Each must be
-    # below rollout.max_turns, so that the branches have a turn left to play.
+    # The turn after which each trunk is snapshotted and branched (1 = after the first move;
+    # 0 = from the reset, a plain GRPO group); several values are cycled over the step's tasks,
+    # so that every depth gets trained (turns before the branch are context, never trained).
+    # Each must be below rollout.max_turns, so that the branches have a turn left to play.
     branch_turns: list[int] = field(default_factory=lambda: [1])
 
 
@@ -67,11 +68,11 @@ def tree_problems(config: TrainConfig) -> list[str]:
         return problems
     turns = tree.branch_turns
     if not turns or any(
-        isinstance(turn, bool) or not isinstance(turn, int) or not 0 < turn < rollout.max_turns
+        isinstance(turn, bool) or not isinstance(turn, int) or not 0 <= turn < rollout.max_turns
         for turn in turns
     ):
         problems.append(
-            f"rollout.tree.branch_turns: each must be a turn from 1 to rollout.max_turns - 1 "
-            f"({rollout.max_turns - 1}), got {turns}"
+            f"rollout.tree.branch_turns: each must be a turn from 0 (the reset) to "
+            f"rollout.max_turns - 1 ({rollout.max_turns - 1}), got {turns}"
         )
     return problems

@@ -13,6 +13,10 @@ A multi-agent env (``env.id`` a PettingZoo-style module such as ``kuhn_poker_v0`
 seats given by the ``multiagent`` section; only the trained model's seats are trained on, and
 ``algorithm.name=rae`` baselines each role with its own running mean
 (:mod:`~rllm_train.native.role_advantages`).
+
+With ``rollout.tree.enabled`` a step's episodes come from
+:class:`~rllm_train.native.tree.TreeSampler` instead: continuations branched from a snapshot of
+each task's episode, grouped by snapshot (``Rollout.groups``).
 """
 
 from __future__ import annotations

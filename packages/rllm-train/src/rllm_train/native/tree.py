@@ -11,11 +11,13 @@ the turns before the branch no longer adds to the advantages' variance.
 What is trained: each branch's own continuation. Its first prompt is the whole shared prefix
 (context, never trained on), its reward what it earned after the branch point (the prefix's
 rewards are the same for every branch of a group and would cancel in the group's centring).
-The trunk itself is not trained. A trunk that ended before its branch turn (a hole, an answer)
-leaves no state to branch from: its task's branches start from the reset instead, a plain
-GRPO group.
+The trunk itself is not trained, so a turn before every branch turn is never trained: branch
+turn 0 (branches from the reset, a plain GRPO group) in ``branch_turns`` keeps the first moves
+trained too. A trunk that ended before its branch turn (a hole, an answer) leaves no state to
+branch from: its task's branches start from the reset instead.
 
-Everything runs on rllm-agents' execution engine, as :class:`~.sampler.ExecutionSampler` does:
+Every phase (the trunks, then the branches from each start turn) is played by
+:class:`~.sampler.ExecutionSampler` on the shared engine, as plain steps are:
 :class:`BranchingEnv` wraps each env (it cuts a trunk at its branch turn, snapshots it there,
 and starts a branch from the snapshot) and :class:`TreeAgent` wraps each agent (it records the
 trunk's calls and replays them into a branch's agent). Where an episode stands in the tree
@@ -34,7 +36,6 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 from rllm_agents.agents.base import BaseAgent
-from rllm_agents.execution import AgentExecutionEngine
 from rllm_agents.types import Action, EnvRecord, Episode, Trajectory
 from rllm_envs.core.snapshots import (
     EnvSnapshot,
@@ -46,11 +47,11 @@ from rllm_envs.core.snapshots import (
 
 from rllm_train.config import ConfigError, TrainConfig
 from rllm_train.native.sampler import (
+    ExecutionSampler,
     Rollout,
     RolloutLimits,
     close_engine,
     serving_engine,
-    timed_rollout,
 )
 
 PLACE_KEY = "rllm.tree"  # in a task row: the episode's place in the tree (stripped by the env)
@@ -261,9 +262,9 @@ class TreeSampler:
         autocast_dtype: Any = None,
         engine: Any = None,
     ) -> None:
-        if not branch_turns or not all(0 < turn < limits.max_turns for turn in branch_turns):
+        if not branch_turns or not all(0 <= turn < limits.max_turns for turn in branch_turns):
             raise ValueError(
-                f"branch turns must lie in 1..{limits.max_turns - 1}, got {list(branch_turns)}"
+                f"branch turns must lie in 0..{limits.max_turns - 1}, got {list(branch_turns)}"
             )
         self.model = model
         self.tokenizer = tokenizer
@@ -283,22 +284,32 @@ class TreeSampler:
         sampling_seed: int | None,
         tasks: Sequence[dict[str, Any]] | None = None,
     ) -> Rollout:
-        if getattr(self.engine, "model", None) is self.model:
-            self.model.eval()
         blocks = task_blocks(seeds, tasks, self.branches, self.branch_turns)
         store = TreeStore()
         rollouts: list[Rollout] = []
         episodes: list[Episode | None] = [None] * len(seeds)
         groups = [""] * len(seeds)
         try:
+            # Branch turn 0 branches from the reset: no trunk to play.
             trunk_jobs = [
                 (block, {"role": TRUNK, "trunk": block.number, "turn": block.branch_turn})
                 for block in blocks
+                if block.branch_turn > 0
             ]
-            trunks = self._play(
-                store, trunk_jobs, max(self.branch_turns), temperature, phase_seed(sampling_seed, 0)
-            )
-            rollouts.append(trunks)
+            trunks: dict[int, Episode] = {}
+            if trunk_jobs:
+                played = self._play(
+                    store,
+                    trunk_jobs,
+                    max(self.branch_turns),
+                    temperature,
+                    phase_seed(sampling_seed, 0),
+                )
+                rollouts.append(played)
+                trunks = {
+                    block.number: episode
+                    for (block, _), episode in zip(trunk_jobs, played.episodes, strict=True)
+                }
             if store.refusals:
                 raise store.refusals[0]
             starts = {
@@ -324,8 +335,7 @@ class TreeSampler:
                 for offset, episode in enumerate(played.episodes):
                     block = chosen[offset // self.branches]
                     slot = block.first + offset % self.branches
-                    trunk = trunks.episodes[block.number]
-                    episodes[slot] = _settled(episode, block, start, trunk)
+                    episodes[slot] = _settled(episode, block, start, trunks.get(block.number))
                     groups[slot] = block.group(start)
         finally:
             store.release()
@@ -344,31 +354,25 @@ class TreeSampler:
         temperature: float,
         sampling_seed: int | None,
     ) -> Rollout:
-        limits = self.limits
-        executor = AgentExecutionEngine(
-            lambda: TreeAgent(self.agent_factory(), store),
+        """One phase's episodes, on the plain sampler's path with the tree's wrappers."""
+        player = ExecutionSampler(
+            self.model,
+            self.tokenizer,
             lambda: BranchingEnv(self.env_factory(), store),
-            self.engine,
-            tokenizer=self.tokenizer,
-            n_parallel=len(jobs),
-            max_turns=max_turns,
-            max_context_tokens=limits.max_prompt_tokens,
-            sampling=limits.sampling(temperature),
-            token_level=True,
-            seed=None,
-            progress=False,
-            dispatch=limits.dispatch,
-            sampling_seed=sampling_seed,
+            lambda: TreeAgent(self.agent_factory(), store),
+            dataclasses.replace(self.limits, max_turns=max_turns),
+            max_batch_size=len(jobs),
+            engine=self.engine,  # shared: the phase's sampler is not closed
         )
         rows = [{**(block.row or {}), PLACE_KEY: place} for block, place in jobs]
         seeds = [block.seed for block, _ in jobs]
-        return timed_rollout([self.engine], lambda: executor.run(tasks=rows, seeds=seeds))
+        return player.sample(seeds, temperature, sampling_seed, tasks=rows)
 
     def close(self) -> None:
         close_engine(self.engine)
 
 
-def _settled(episode: Episode, block: TaskBlock, start: int, trunk: Episode) -> Episode:
+def _settled(episode: Episode, block: TaskBlock, start: int, trunk: Episode | None) -> Episode:
     """A branch's episode as the step reports it: its task row without the tree's place, its
     place in ``info["tree"]``, and an env record that replays it from the reset (the trunk's
     transitions up to the branch point, then its own)."""
@@ -382,7 +386,7 @@ def _settled(episode: Episode, block: TaskBlock, start: int, trunk: Episode) -> 
         options = {"task": block.row} if block.row is not None else None
         prefix: list = []
         reset = (record.reset_observation, record.reset_info)
-        if start and trunk.env is not None:
+        if start and trunk is not None and trunk.env is not None:
             prefix = [dataclasses.replace(t) for t in trunk.env.transitions[:start]]
             prefix[-1].truncated = False  # cut by the tree, not by the env
             reset = (trunk.env.reset_observation, trunk.env.reset_info)
