@@ -2,7 +2,7 @@
 
 What a trainer relies on: it samples exactly what the same engine in-process samples; weights
 pushed into it change what it generates, to log-probs that match the trainer's own model
-(same precision: within 1e-5); a LoRA policy is served merged; errors come back as the same
+(same precision: within 1e-5); a LoRA policy is served merged (the engine here starts from one); errors come back as the same
 exception types; and the child never outlives its owner (closed, or killed with SIGKILL).
 """
 
@@ -36,9 +36,25 @@ def tiny():
 
 
 @pytest.fixture(scope="module")
-def process_engine(tiny):
-    model, tokenizer = tiny
-    engine = ProcessEngine(model, tokenizer, max_batch_size=8, cpu_threads=1)
+def lora_policy(tiny):
+    """The tiny model with a LoRA adapter that changes its outputs (peft's B starts at 0)."""
+    peft = pytest.importorskip("peft")
+    model, _ = tiny
+    wrapped = peft.get_peft_model(
+        copy.deepcopy(model), peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj"])
+    )
+    with torch.no_grad():
+        for name, parameter in wrapped.named_parameters():
+            if "lora_B" in name:
+                parameter.normal_(std=0.2, generator=torch.Generator().manual_seed(1))
+    return wrapped
+
+
+@pytest.fixture(scope="module")
+def process_engine(tiny, lora_policy):
+    """The engine started from a LoRA policy, as a LoRA run's trainer starts it."""
+    _, tokenizer = tiny
+    engine = ProcessEngine(lora_policy, tokenizer, max_batch_size=8, cpu_threads=1)
     yield engine
     engine.close()
 
@@ -56,17 +72,24 @@ def changed_weights(model, scale: float = 0.05) -> dict[str, torch.Tensor]:
 
 
 def test_it_samples_what_the_engine_in_process_samples_and_follows_pushed_weights(
-    tiny, process_engine
+    tiny, lora_policy, process_engine
 ):
     model, tokenizer = tiny
-    trainer_copy = copy.deepcopy(model)
+    # The trainer's model, as the engine must serve it: the adapter merged in.
+    trainer_copy = copy.deepcopy(lora_policy).merge_and_unload()
     local = LocalEngine(trainer_copy, tokenizer, max_batch_size=8)
     try:
         apart, here = asyncio.run(play(process_engine)), asyncio.run(play(local))
         assert [o.completion_ids for o in apart] == [o.completion_ids for o in here]
         assert all(o.policy_version == 0 for o in apart)
+        base = LocalEngine(model, tokenizer, max_batch_size=8)  # without the adapter
+        try:
+            original = asyncio.run(play(base))
+        finally:
+            base.close()
+        assert [o.completion_ids for o in apart] != [o.completion_ids for o in original]
 
-        weights = changed_weights(model)
+        weights = changed_weights(trainer_copy)
         trainer_copy.load_state_dict(weights)  # the trainer's model after an "update"
         process_engine.update_weights(weights, version=3)
         after, expected = asyncio.run(play(process_engine)), asyncio.run(play(local))
@@ -84,27 +107,6 @@ def test_it_samples_what_the_engine_in_process_samples_and_follows_pushed_weight
     assert gap < SAME_PRECISION_TOLERANCE
     # The sender's tensors are its own still: nothing was moved into shared memory under it.
     assert not any(tensor.is_shared() for tensor in weights.values())
-
-
-def test_a_lora_policy_is_served_merged(tiny):
-    peft = pytest.importorskip("peft")
-    model, tokenizer = tiny
-    wrapped = peft.get_peft_model(
-        copy.deepcopy(model), peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj"])
-    )
-    with torch.no_grad():
-        for name, parameter in wrapped.named_parameters():
-            if "lora_B" in name:
-                parameter.normal_(std=0.2)
-    merged = copy.deepcopy(wrapped).merge_and_unload()
-    engine = ProcessEngine(wrapped, tokenizer, max_batch_size=8, cpu_threads=1)
-    local = LocalEngine(merged, tokenizer, max_batch_size=8)
-    try:
-        apart, here = asyncio.run(play(engine)), asyncio.run(play(local))
-    finally:
-        engine.close()
-        local.close()
-    assert [o.completion_ids for o in apart] == [o.completion_ids for o in here]
 
 
 def test_errors_come_back_as_their_own_types_and_a_closed_engine_says_so(tiny):
