@@ -14,10 +14,11 @@ import atexit
 import concurrent.futures
 import os
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
+from rllm_envs.core.async_env import Io
 from rllm_envs.mcp.connection import ServerConnection, ServerUnavailable
 from rllm_envs.mcp.servers import ServerSpec
 
@@ -52,13 +53,25 @@ class ServerManager:
 
     def run(self, coroutine: Coroutine[Any, Any, Any], timeout: float) -> Any:
         """Run a coroutine on the manager's loop; wait at most `timeout` (+ slack) for it."""
-        loop = self._ensure_loop()
-        future = asyncio.run_coroutine_threadsafe(coroutine, loop)
+        future = asyncio.run_coroutine_threadsafe(coroutine, self._ensure_loop())
         try:
             return future.result(timeout + LOOP_SLACK_SECONDS)
         except concurrent.futures.TimeoutError as error:
             future.cancel()
             raise ServerUnavailable(f"no answer within {timeout:.1f} s") from error
+
+    async def arun(self, coroutine: Coroutine[Any, Any, Any], timeout: float) -> Any:
+        """:meth:`run`, awaited from another event loop: no thread waits on the manager's.
+        Cancelling the caller cancels the coroutine on the manager's loop."""
+        future = asyncio.run_coroutine_threadsafe(coroutine, self._ensure_loop())
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(future), timeout + LOOP_SLACK_SECONDS)
+        except asyncio.TimeoutError as error:  # wait_for cancelled the coroutine
+            raise ServerUnavailable(f"no answer within {timeout:.1f} s") from error
+
+    def io(self, make: Callable[[], Coroutine[Any, Any, Any]], timeout: float) -> Io:
+        """A coroutine for the manager's loop as a turn's I/O (rllm_envs.core.async_env)."""
+        return Io(lambda: self.run(make(), timeout), lambda: self.arun(make(), timeout))
 
     def _stop_loop(self) -> None:
         loop, thread = self._loop, self._thread

@@ -15,6 +15,7 @@ past the next start).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import select
@@ -26,10 +27,12 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from rllm_envs.core.async_env import Io
 from rllm_envs.core.failures import InfrastructureFailure
 from rllm_envs.sandbox.docker_backend import (
     LABEL,
     OWNER_LABEL,
+    _aexchange,
     _close_streams,
     _exchange,
     _remove_all,
@@ -121,6 +124,56 @@ class Workspace:
         max_output_bytes: int | None = None,
     ) -> ExecutionResult:
         """Run `argv` as the sandbox user in /scratch (where `files` are written first)."""
+        message, wait = self._request(argv, files, stdin, env, wall_seconds, max_output_bytes)
+        try:
+            return self._result(_exchange(self.worker, message, wait))
+        except InfrastructureFailure:
+            self.remove()
+            raise
+        except Exception as error:
+            self.remove()
+            raise InfrastructureFailure("sandbox", f"the container broke: {error}") from error
+
+    async def arun(
+        self,
+        argv: tuple[str, ...] | list[str],
+        *,
+        files: Mapping[str, bytes] | None = None,
+        stdin: bytes = b"",
+        env: Mapping[str, str] | None = None,
+        wall_seconds: float | None = None,
+        max_output_bytes: int | None = None,
+    ) -> ExecutionResult:
+        """:meth:`run`, awaited: the command's reply is read off the container's stream on the
+        running loop. A cancelled run closes the stream (its reply may still come, so the
+        container cannot serve another command): the next run, or close, removes it."""
+        message, wait = self._request(argv, files, stdin, env, wall_seconds, max_output_bytes)
+        try:
+            return self._result(await _aexchange(self.worker, message, wait))
+        except asyncio.CancelledError:
+            _close_streams(self.worker)
+            raise
+        except InfrastructureFailure:
+            await asyncio.to_thread(self.remove)
+            raise
+        except Exception as error:
+            await asyncio.to_thread(self.remove)
+            raise InfrastructureFailure("sandbox", f"the container broke: {error}") from error
+
+    def io_run(self, argv: tuple[str, ...] | list[str], **options: Any) -> Io:
+        """:meth:`run` as a turn's I/O (:mod:`rllm_envs.core.async_env`)."""
+        return Io(lambda: self.run(argv, **options), lambda: self.arun(argv, **options))
+
+    def _request(
+        self,
+        argv: tuple[str, ...] | list[str],
+        files: Mapping[str, bytes] | None,
+        stdin: bytes,
+        env: Mapping[str, str] | None,
+        wall_seconds: float | None,
+        max_output_bytes: int | None,
+    ) -> tuple[bytes, float]:
+        """The framed request for the container's server, and how long to wait for its reply."""
         if self.removed:
             raise InfrastructureFailure("sandbox", "the container was already removed")
         policy = self.settings.policy
@@ -142,15 +195,11 @@ class Workspace:
                 "max_output_bytes": max_output_bytes or policy.max_output_bytes,
             }
         ).encode()
-        try:
-            reply = _exchange(self.worker, b"%010d" % len(body) + body, wall + _REPLY_GRACE_SECONDS)
-        except Exception as error:
-            self.remove()
-            if isinstance(error, InfrastructureFailure):
-                raise
-            raise InfrastructureFailure("sandbox", f"the container broke: {error}") from error
-        if "error" in reply:
-            self.remove()
+        return b"%010d" % len(body) + body, wall + _REPLY_GRACE_SECONDS
+
+    @staticmethod
+    def _result(reply: dict[str, Any]) -> ExecutionResult:
+        if "error" in reply:  # the caller removes the container
             raise InfrastructureFailure("sandbox", f"the sandbox server failed: {reply['error']}")
         return ExecutionResult(
             exit_code=reply["exit_code"],

@@ -35,6 +35,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from rllm_envs.core.async_env import Io
 from rllm_envs.core.failures import InfrastructureFailure
 from rllm_envs.web import processes
 
@@ -202,17 +203,38 @@ class BrowserHost:
 
     def run(self, coroutine: Coroutine[Any, Any, Any], timeout: float) -> Any:
         """Run `coroutine` on the host loop; a browser failure if it overruns `timeout`."""
-        loop = self._ensure_loop()
-        future = asyncio.run_coroutine_threadsafe(asyncio.wait_for(coroutine, timeout), loop)
+        future = self._start(coroutine, timeout)
         try:
             return future.result(timeout + LOOP_SLACK_SECONDS)
-        except (TimeoutError, concurrent.futures.TimeoutError) as error:
-            future.cancel()
-            # A wedged browser poisons every later call: start over at the next use.
-            self.kill_browser()
-            raise InfrastructureFailure(
-                "browser", f"the browser did not answer within {timeout:.0f} s"
-            ) from error
+        except (TimeoutError, asyncio.TimeoutError, concurrent.futures.TimeoutError) as error:
+            raise self._overran(future, timeout) from error
+
+    async def arun(self, coroutine: Coroutine[Any, Any, Any], timeout: float) -> Any:
+        """:meth:`run`, awaited from another event loop: no thread waits on the host loop.
+        Cancelling the caller cancels the coroutine on the host loop."""
+        future = self._start(coroutine, timeout)
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(future), timeout + LOOP_SLACK_SECONDS)
+        except (TimeoutError, asyncio.TimeoutError) as error:
+            raise self._overran(future, timeout) from error
+
+    def io(self, make: Callable[[], Coroutine[Any, Any, Any]], timeout: float) -> Io:
+        """A coroutine for the host loop as a turn's I/O (:mod:`rllm_envs.core.async_env`)."""
+        return Io(lambda: self.run(make(), timeout), lambda: self.arun(make(), timeout))
+
+    def _start(
+        self, coroutine: Coroutine[Any, Any, Any], timeout: float
+    ) -> concurrent.futures.Future:
+        loop = self._ensure_loop()
+        return asyncio.run_coroutine_threadsafe(asyncio.wait_for(coroutine, timeout), loop)
+
+    def _overran(self, future: concurrent.futures.Future, timeout: float) -> InfrastructureFailure:
+        future.cancel()
+        # A wedged browser poisons every later call: start over at the next use.
+        self.kill_browser()
+        return InfrastructureFailure(
+            "browser", f"the browser did not answer within {timeout:.0f} s"
+        )
 
     def submit(self, coroutine: Coroutine[Any, Any, Any]) -> None:
         """Run `coroutine` in the background (cleanup that nobody waits for)."""

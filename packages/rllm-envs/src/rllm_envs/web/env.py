@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import io
 import os
 import weakref
@@ -14,6 +15,7 @@ import numpy as np
 from gymnasium import spaces as gym_spaces
 
 from rllm_envs.core import spaces
+from rllm_envs.core.async_env import NATIVE_ASYNC_KEY, Io, Turn, adrive, drive
 from rllm_envs.core.extras import require_extra
 from rllm_envs.core.failures import InfrastructureFailure
 from rllm_envs.core.tasks import Row, TaskSet, TaskSources
@@ -132,6 +134,9 @@ def load_web_tasks(
 class WebEnv(TextEnv):
     """See the package docstring (`rllm_envs.web`) for the full contract."""
 
+    # The browser is driven on the host's loop: areset/astep await it, no thread waits.
+    metadata = {**TextEnv.metadata, NATIVE_ASYNC_KEY: True}
+
     def __init__(
         self,
         tasks: str | Sequence[Row] | TaskSet = "suite",
@@ -200,9 +205,17 @@ class WebEnv(TextEnv):
         return resources.server, resources.host
 
     def begin(self, task: Row) -> tuple[Any, dict[str, Any]]:
+        return drive(self._begin_turn(task))
+
+    async def abegin(self, task: Row) -> tuple[Any, dict[str, Any]]:
+        return await adrive(self._begin_turn(task))
+
+    def _begin_turn(self, task: Row) -> Turn[tuple[Any, dict[str, Any]]]:
         episode = plan_episode(task)  # a bad row fails here, before the last episode ends
         if episode.family is not None and not any(k in task for k in ("task_id", "id", "uid")):
             task["task_id"] = f"web/{episode.family.name}/{int(task.get('seed', 0))}"
+        if self.resources.server is None or self.resources.host is None:
+            yield Io.in_thread(self._acquire)  # starts the task server (once per process)
         server, host = self._acquire()
         allowed = (
             server.origin,
@@ -222,7 +235,8 @@ class WebEnv(TextEnv):
                     asyncio.get_running_loop().create_task(close_tab(old_tab))
                 host.refill(kind, owner=id(self.resources))
 
-        tab, view, note = host.run(open_episode(), self.timeouts.budget() + LAUNCH_TIMEOUT_SECONDS)
+        budget = self.timeouts.budget() + LAUNCH_TIMEOUT_SECONDS
+        tab, view, note = yield host.io(open_episode, budget)
         self.resources.tab, episode.view = tab, view
         intro = f"Web task. Goal: {episode.goal}\n\n{GRAMMAR}\n\n"
         info = {"goal": episode.goal, "url": self._shown(view.url)}
@@ -283,6 +297,12 @@ class WebEnv(TextEnv):
         return ContextKind(key, self.viewport, prepare)
 
     def act(self, action: str) -> Transition:
+        return drive(self._act_turn(action))
+
+    async def aact(self, action: str) -> Transition:
+        return await adrive(self._act_turn(action))
+
+    def _act_turn(self, action: str) -> Turn[Transition]:
         episode, tab, host = self.episode, self.resources.tab, self.resources.host
         assert episode is not None and tab is not None and host is not None
         parsed = parse_action(action)
@@ -313,7 +333,8 @@ class WebEnv(TextEnv):
                 note = "Only http:// and https:// addresses can be opened."
                 text = self._page_text(episode.view, note)
                 return Transition(self._observe(text, episode.view), info=info)
-        view, note = host.run(act(tab, web_action, url, self.screenshot), self.timeouts.budget())
+        browse = functools.partial(act, tab, web_action, url, self.screenshot)
+        view, note = yield host.io(browse, self.timeouts.budget())
         episode.view = view
         info["url"] = self._shown(view.url)
         if episode.family is not None and self._app_state().get("done"):
