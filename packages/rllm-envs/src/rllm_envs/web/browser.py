@@ -182,6 +182,7 @@ class BrowserHost:
     lock: threading.Lock = field(default_factory=threading.Lock)
     launcher_folder: str | None = None  # holds the reaper's launch script while the host lives
     browser_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # used on the loop only
+    closing: set[asyncio.Task] = field(default_factory=set)  # contexts being closed
 
     @property
     def marker(self) -> str:
@@ -376,6 +377,12 @@ class BrowserHost:
         """`owner` makes no more episodes: its spares are no longer wanted (any thread)."""
         for owners in list(self.owners.values()):  # a copy made under the GIL: thread-safe
             owners.discard(owner)
+
+    def close_later(self, context: Any) -> None:
+        """Close `context` in the background (call on the host loop)."""
+        task = asyncio.get_running_loop().create_task(_close_quietly(context))
+        self.closing.add(task)  # the loop keeps only weak references to its tasks
+        task.add_done_callback(self.closing.discard)
 
     async def _refill(self, kind: ContextKind) -> None:
         try:

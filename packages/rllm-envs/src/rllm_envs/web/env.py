@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import io
 import os
@@ -26,6 +25,7 @@ from rllm_envs.web.browser import (
     LAUNCH_TIMEOUT_SECONDS,
     BrowserHost,
     ContextKind,
+    Spare,
     acquire_host,
     find_browser,
     release_host,
@@ -232,7 +232,7 @@ class WebEnv(TextEnv):
             finally:
                 # Housekeeping after the page is up, while the agent reads it.
                 if old_tab is not None:
-                    asyncio.get_running_loop().create_task(close_tab(old_tab))
+                    host.close_later(old_tab.context)
                 host.refill(kind, owner=id(self.resources))
 
         budget = self.timeouts.budget() + LAUNCH_TIMEOUT_SECONDS
@@ -249,6 +249,17 @@ class WebEnv(TextEnv):
     ) -> tuple[Tab, PageView, str]:
         """On the host loop: take a spare context and put the episode's page in it."""
         spare = await host.take_context(kind)
+        try:
+            return await self._open_page(episode, spare, server)
+        except BaseException:
+            # Failed, timed out or cancelled (an astep's caller gave up) before the env held
+            # the page: nobody else would close this context before the browser closes.
+            host.close_later(spare.context)
+            raise
+
+    async def _open_page(
+        self, episode: _Episode, spare: Spare, server: TaskServer
+    ) -> tuple[Tab, PageView, str]:
         family, instance = episode.family, episode.instance
         if family is None or instance is None:
             return await open_tab(
