@@ -182,7 +182,7 @@ class BrowserHost:
     lock: threading.Lock = field(default_factory=threading.Lock)
     launcher_folder: str | None = None  # holds the reaper's launch script while the host lives
     browser_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # used on the loop only
-    closing: set[asyncio.Task] = field(default_factory=set)  # contexts being closed
+    closing: set[asyncio.Future] = field(default_factory=set)  # contexts closing or unwanted
 
     @property
     def marker(self) -> str:
@@ -339,11 +339,30 @@ class BrowserHost:
     async def _new_spare(self, kind: ContextKind) -> Spare:
         browser = await self.ensure_browser()
         width, height = kind.viewport
-        context = await browser.new_context(
-            viewport={"width": width, "height": height}, service_workers="block"
+        creating = asyncio.ensure_future(
+            browser.new_context(
+                viewport={"width": width, "height": height}, service_workers="block"
+            )
         )
-        page = await context.new_page()
-        return Spare(context, page, await kind.prepare(context, page))
+        try:
+            # Shielded: a context the browser makes for a caller that was cancelled meanwhile
+            # is closed once it exists, instead of living as long as the browser.
+            context = await asyncio.shield(creating)
+        except asyncio.CancelledError:
+            self.closing.add(creating)
+            creating.add_done_callback(self._close_unwanted)
+            raise
+        try:
+            page = await context.new_page()
+            return Spare(context, page, await kind.prepare(context, page))
+        except BaseException:
+            self.close_later(context)
+            raise
+
+    def _close_unwanted(self, creating: asyncio.Future) -> None:
+        self.closing.discard(creating)
+        if not creating.cancelled() and creating.exception() is None:
+            self.close_later(creating.result())
 
     async def take_context(self, kind: ContextKind) -> Spare:
         """A fresh, prepared context and page: a spare when one is ready, else a new one.
