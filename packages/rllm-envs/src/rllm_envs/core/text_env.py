@@ -10,6 +10,7 @@ It holds the contract every env shares so each env only writes its own rules:
 * an :class:`~rllm_envs.core.failures.InfrastructureFailure` ends the episode (truncated) with
   ``info["failure"]`` set, so trainers can drop it instead of learning from a fake zero;
 * observations are clipped to the observation space and infos are fresh copies every call.
+* ``areset`` / ``astep`` give the same results awaited (:mod:`rllm_envs.core.async_env`).
 
 Subclasses implement :meth:`begin` (start an episode on a task) and :meth:`act` (one turn).
 """

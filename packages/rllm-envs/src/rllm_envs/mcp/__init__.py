@@ -63,8 +63,15 @@ render_mode=None)``
 * Servers are shared by every env in the process that names the same spec and reused across
   episodes; ``close()`` of the last env stops them, and so does process exit.
 
+## Async
+``await env.areset(...)`` / ``await env.astep(action)`` (or ``rllm_envs.core.async_env.areset`` /
+``astep`` on what ``gym.make`` returned) give exactly what ``reset`` / ``step`` give, awaiting
+the tool calls on the server manager's loop instead of blocking a thread: one event loop
+drives any number of envs (``metadata["rllm.native_async"]``). A cancelled call is cancelled on
+the manager's loop; the shared session goes on serving.
+
 ## Version history
-* v0: first version.
+* v0: first version; ``areset`` / ``astep`` added later (same results, no version change).
 """
 
 from rllm_envs.mcp.env import MCPEnv

@@ -84,8 +84,17 @@ format_penalty=0.0, column_map=None, docker_url=None, render_mode=None)``
 * ``policy``: a :class:`~rllm_envs.sandbox.SandboxPolicy` or a dict of its fields.
 * ``pool_spares``: started containers kept ready per image (0: start one per reset).
 
+## Async
+``await env.areset(...)`` / ``await env.astep(action)`` (or ``rllm_envs.core.async_env.areset`` /
+``astep`` on what ``gym.make`` returned) give exactly what ``reset`` / ``step`` give
+(``metadata["rllm.native_async"]``). A command's reply is read off the container's attached
+stream on the caller's loop, with no thread waiting; a reset (containers started, the
+repository prepared) and an episode's end (the diff, a fresh container, the hidden tests) are
+Docker SDK calls and run in a thread. A cancelled command closes the container's stream: the
+next step of that env ends the episode as a ``sandbox`` failure and the container is removed.
+
 ## Version history
-* v0: first version.
+* v0: first version; ``areset`` / ``astep`` added later (same results, no version change).
 """
 
 from rllm_envs.swe.env import SWEEnv

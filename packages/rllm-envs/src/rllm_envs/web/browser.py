@@ -37,6 +37,7 @@ from typing import Any
 
 from rllm_envs.core.async_env import Io
 from rllm_envs.core.failures import InfrastructureFailure
+from rllm_envs.core.loop_bridge import LoopBridge
 from rllm_envs.web import processes
 
 # Debian's Chromium, headless, with the background services that would reach the network off.
@@ -171,6 +172,7 @@ class BrowserHost:
     owner_pid: int = field(default_factory=os.getpid)
     closed: bool = False
     loop: asyncio.AbstractEventLoop | None = None
+    bridge: LoopBridge | None = None  # for async callers (rllm_envs.core.loop_bridge)
     thread: threading.Thread | None = None
     playwright: Any = None
     browser: Any = None
@@ -199,38 +201,35 @@ class BrowserHost:
                     target=loop.run_forever, name=f"rllm-web-browser-{self.serial}", daemon=True
                 )
                 thread.start()
-                self.loop, self.thread = loop, thread
+                self.loop, self.thread, self.bridge = loop, thread, LoopBridge(loop)
             return self.loop
 
     def run(self, coroutine: Coroutine[Any, Any, Any], timeout: float) -> Any:
         """Run `coroutine` on the host loop; a browser failure if it overruns `timeout`."""
-        future = self._start(coroutine, timeout)
+        loop = self._ensure_loop()
+        future = asyncio.run_coroutine_threadsafe(asyncio.wait_for(coroutine, timeout), loop)
         try:
             return future.result(timeout + LOOP_SLACK_SECONDS)
         except (TimeoutError, asyncio.TimeoutError, concurrent.futures.TimeoutError) as error:
-            raise self._overran(future, timeout) from error
+            future.cancel()
+            raise self._overran(timeout) from error
 
     async def arun(self, coroutine: Coroutine[Any, Any, Any], timeout: float) -> Any:
         """:meth:`run`, awaited from another event loop: no thread waits on the host loop.
         Cancelling the caller cancels the coroutine on the host loop."""
-        future = self._start(coroutine, timeout)
+        self._ensure_loop()
+        assert self.bridge is not None
+        bounded = asyncio.wait_for(coroutine, timeout)
         try:
-            return await asyncio.wait_for(asyncio.wrap_future(future), timeout + LOOP_SLACK_SECONDS)
+            return await self.bridge.run(bounded, timeout + LOOP_SLACK_SECONDS)
         except (TimeoutError, asyncio.TimeoutError) as error:
-            raise self._overran(future, timeout) from error
+            raise self._overran(timeout) from error
 
     def io(self, make: Callable[[], Coroutine[Any, Any, Any]], timeout: float) -> Io:
         """A coroutine for the host loop as a turn's I/O (:mod:`rllm_envs.core.async_env`)."""
         return Io(lambda: self.run(make(), timeout), lambda: self.arun(make(), timeout))
 
-    def _start(
-        self, coroutine: Coroutine[Any, Any, Any], timeout: float
-    ) -> concurrent.futures.Future:
-        loop = self._ensure_loop()
-        return asyncio.run_coroutine_threadsafe(asyncio.wait_for(coroutine, timeout), loop)
-
-    def _overran(self, future: concurrent.futures.Future, timeout: float) -> InfrastructureFailure:
-        future.cancel()
+    def _overran(self, timeout: float) -> InfrastructureFailure:
         # A wedged browser poisons every later call: start over at the next use.
         self.kill_browser()
         return InfrastructureFailure(
@@ -428,7 +427,7 @@ class BrowserHost:
             return  # a forked child inherited this host (and its exit hook): not its browser
         with self.lock:
             loop, thread = self.loop, self.thread
-            self.loop = self.thread = None
+            self.loop = self.thread = self.bridge = None
             self.closed = True
         if loop is not None:
             future = asyncio.run_coroutine_threadsafe(self._shutdown(), loop)
