@@ -506,3 +506,47 @@ def test_cancelled_mcp_calls_are_cancelled_on_the_server_loop_and_leave_nothing_
     finally:
         held.close()
     assert wait_until(lambda: not (child_pids() - before), timeout=5)  # the server is gone
+
+
+# -- the loop bridge ---------------------------------------------------------------------------
+def test_the_loop_bridge_returns_raises_times_out_and_cancels_on_the_other_loop():
+    from rllm_envs.core.loop_bridge import LoopBridge
+
+    target = asyncio.new_event_loop()
+    thread = threading.Thread(target=target.run_forever, daemon=True)
+    thread.start()
+    bridge = LoopBridge(target)
+    stopped: list[str] = []
+
+    async def work(value: int, seconds: float = 0.0) -> int:
+        assert asyncio.get_running_loop() is target
+        try:
+            await asyncio.sleep(seconds)
+        except asyncio.CancelledError:
+            stopped.append(f"cancelled {value}")
+            raise
+        if value < 0:
+            raise ValueError(value)
+        return value * 2
+
+    async def caller() -> None:
+        assert await asyncio.gather(*(bridge.run(work(n)) for n in range(200))) == [
+            2 * n for n in range(200)
+        ]
+        with pytest.raises(ValueError):
+            await bridge.run(work(-1))
+        with pytest.raises(TimeoutError):
+            await bridge.run(work(1, seconds=10), timeout=0.1)
+        pending = asyncio.create_task(bridge.run(work(2, seconds=10)))
+        await asyncio.sleep(0.1)
+        pending.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await pending
+
+    try:
+        asyncio.run(caller())
+        assert wait_until(lambda: stopped == ["cancelled 1", "cancelled 2"], timeout=2)
+    finally:
+        target.call_soon_threadsafe(target.stop)
+        thread.join(5)
+        target.close()
