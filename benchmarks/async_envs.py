@@ -1,7 +1,7 @@
 """256 rllm/MCP-v0 envs stepped on one event loop through ``astep`` against the thread path.
 
-    python benchmarks/async_envs.py [--envs 256] [--steps 10] [--rounds 2]
-        [--engine-turns 4] [--json]
+    python benchmarks/async_envs.py [--envs 256] [--steps 10] [--rounds 3]
+        [--engine-turns 4] [--swe-envs 0] [--json]
 
 Both sides run the same envs (the shipped retrieval server over stdio, one server process that
 every env of the process shares) and the same action (an ``open_document`` tool call) through
@@ -20,6 +20,9 @@ the execution engine's own env slots (:class:`rllm_agents.execution.env_slot.Env
 2. Engine: the execution engine plays ``--envs`` episodes at once (``n_parallel`` = envs) of
    ``--engine-turns`` turns each against a loopback model server that answers every request at
    once with the same tool call; wall time, peak threads and peak RSS per side.
+3. SWE (with ``--swe-envs N``): N ``rllm/SWE-v0`` envs, one container each (the toolz task),
+   ``--steps`` bash commands each (``git status --short``), all at once, as in part 1: the
+   native side reads each command's reply off the container's stream on the loop.
 
 Every side runs in a fresh child process, so that threads and memory of one side do not stay
 for the other; the sides alternate, ``--rounds`` times, and each side's fastest round counts
@@ -42,8 +45,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mcp_overhead import server_processes  # this folder is on the path of a script run
+
 ACTION = '<tool_call>{"name": "open_document", "arguments": {"doc_id": "person-09"}}</tool_call>'
 EXPECTED = "Sekrous Pirkdrifur"  # in the document the call opens
+SWE_ACTION = (
+    '<tool_call>{"name": "bash", "arguments": {"command": "git status --short"}}</tool_call>'
+)
+SWE_REPO = "toolz"  # a small repository image
 POLICIES = {"thread": "thread", "native": "auto"}  # side -> env_calls
 SAMPLE_SECONDS = 0.002
 
@@ -58,22 +67,6 @@ def rss_peak_mb() -> float:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return 0.0
-
-
-def server_processes() -> int:
-    """Retrieval server processes that are children of this process."""
-    count = 0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            command = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if parent == os.getpid() and b"rllm_envs.mcp.retrieval.server" in command:
-            count += 1
-    return count
 
 
 class ThreadPeak:
@@ -109,11 +102,27 @@ def make_env() -> Any:
     return MCPEnv(max_turns=1000)
 
 
-async def steps_side(policy: str, envs: int, steps: int) -> dict[str, Any]:
+def make_swe_env() -> Any:
+    import gymnasium as gym
+    from rllm_envs.swe.tasks import load_swe_tasks
+
+    rows = [dict(row) for row in load_swe_tasks(None, "train").rows if row["repo"] == SWE_REPO]
+    return gym.make("rllm/SWE-v0", tasks=rows[:1], pool_spares=0, max_turns=1000)
+
+
+# part -> (env factory, action, text every observation holds)
+STEP_PARTS: dict[str, tuple[Any, str, str]] = {
+    "steps": (make_env, ACTION, EXPECTED),
+    "swe": (make_swe_env, SWE_ACTION, "exit code: 0"),
+}
+
+
+async def steps_side(policy: str, part: str, envs: int, steps: int) -> dict[str, Any]:
     from rllm_agents.execution.env_slot import EnvSlot, FactoryProbe
 
+    factory, action, expected = STEP_PARTS[part]
     probe = FactoryProbe()
-    slots = [EnvSlot(make_env, f"rllm-env-{index}", policy, probe) for index in range(envs)]
+    slots = [EnvSlot(factory, f"rllm-env-{index}", policy, probe) for index in range(envs)]
     latencies: list[float] = []
     failures = 0
 
@@ -121,9 +130,9 @@ async def steps_side(policy: str, envs: int, steps: int) -> dict[str, Any]:
         nonlocal failures
         for _ in range(steps):
             started = time.perf_counter()
-            observation, *_, info = await slot.call("step", ACTION)
+            observation, *_, info = await slot.call("step", action)
             latencies.append(time.perf_counter() - started)
-            failures += int(EXPECTED not in observation or "failure" in info)
+            failures += int(expected not in observation or "failure" in info)
 
     try:
         # Made and reset before the clock starts (the server starts with the first env).
@@ -197,8 +206,8 @@ def child(side: str, part: str, envs: int, steps: int, turns: int) -> dict[str, 
 
     policy = POLICIES[side]
     rss_before = rss_peak_mb()
-    if part == "steps":
-        figures = asyncio.run(steps_side(policy, envs, steps))
+    if part in STEP_PARTS:
+        figures = asyncio.run(steps_side(policy, part, envs, steps))
     else:
         figures = asyncio.run(engine_side(policy, envs, turns))
     figures.update(
@@ -212,12 +221,13 @@ def child(side: str, part: str, envs: int, steps: int, turns: int) -> dict[str, 
 
 
 def run_child(side: str, part: str, arguments: argparse.Namespace) -> dict[str, Any]:
+    envs = arguments.swe_envs if part == "swe" else arguments.envs
     command = [
         sys.executable,
         __file__,
         f"--child={side}",
         f"--part={part}",
-        f"--envs={arguments.envs}",
+        f"--envs={envs}",
         f"--steps={arguments.steps}",
         f"--engine-turns={arguments.engine_turns}",
     ]
@@ -234,13 +244,13 @@ def best_round(rounds: list[dict[str, Any]]) -> dict[str, Any]:
 
 def report(part: str, sides: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     best = {side: best_round(rounds) for side, rounds in sides.items()}
-    rate = "steps_per_s" if part == "steps" else "turns_per_s"
+    rate = "turns_per_s" if part == "engine" else "steps_per_s"
     for side, figures in best.items():
         line = (
             f"{part:6} {side:7} wall {figures['wall_s']:6.2f} s  {figures[rate]:7.0f} {rate[:5]}/s"
             f"  threads {figures['peak_threads']:4d}  RSS {figures['rss_peak_mb']:6.0f} MB"
         )
-        if part == "steps":
+        if part != "engine":
             line += (
                 f"  p50 {figures['p50_ms']:6.1f} ms  p95 {figures['p95_ms']:6.1f} ms"
                 f"  CPU {figures['cpu_s']:5.2f} s  modes {','.join(figures['modes'])}"
@@ -252,7 +262,7 @@ def report(part: str, sides: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         "threads": thread["peak_threads"] / native["peak_threads"],
         "rss": thread["rss_peak_mb"] / native["rss_peak_mb"],
     }
-    if part == "steps":
+    if part != "engine":
         ratios["cpu"] = thread["cpu_s"] / native["cpu_s"]
     print(f"{part:6} thread/native: " + ", ".join(f"{k} {v:.2f}x" for k, v in ratios.items()))
     walls = {side: [round(r["wall_s"], 2) for r in rounds] for side, rounds in sides.items()}
@@ -264,11 +274,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envs", type=int, default=256)
     parser.add_argument("--steps", type=int, default=10, help="tool calls per env (part 1)")
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--engine-turns", type=int, default=4, help="0 skips part 2")
+    parser.add_argument(
+        "--swe-envs", type=int, default=0, help="part 3, rllm/SWE-v0 envs (0: skipped)"
+    )
     parser.add_argument("--json", action="store_true", help="also print the figures as JSON")
     parser.add_argument("--child", choices=sorted(POLICIES), help=argparse.SUPPRESS)
-    parser.add_argument("--part", choices=("steps", "engine"), help=argparse.SUPPRESS)
+    parser.add_argument("--part", choices=(*STEP_PARTS, "engine"), help=argparse.SUPPRESS)
     arguments = parser.parse_args(argv)
     if arguments.child:
         print(
@@ -285,6 +298,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     parts = ["steps"] + (["engine"] if arguments.engine_turns > 0 else [])
+    parts += ["swe"] if arguments.swe_envs > 0 else []
     figures: dict[str, Any] = {}
     problems = 0
     print(f"{arguments.envs} envs, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import http.server
 import json
+import socket
 import threading
 import time
 import warnings
@@ -276,22 +276,6 @@ async def test_many_mcp_envs_step_at_once_on_one_loop_without_threads(mcp_envs):
 
 
 # -- Web: one browser, many pages, awaited on the caller's loop -------------------------------
-class _SlowSite(http.server.BaseHTTPRequestHandler):
-    """A page that takes seconds to come: a reset opening it is cancelled midway."""
-
-    def do_GET(self):  # noqa: N802
-        time.sleep(3)
-        body = b"<!doctype html><title>Slow</title><p>Finally.</p>"
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
 def env_call_threads() -> set[str]:
     """Live threads, but for the task server's request handlers (one per browser request)."""
     return {t.name for t in threading.enumerate() if "process_request" not in t.name}
@@ -318,10 +302,9 @@ def web_envs():
 def test_web_envs_step_at_once_without_threads_and_a_cancelled_reset_leaks_no_context(web_envs):
     from rllm_envs.web import processes
 
-    site = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _SlowSite)
-    site.block_on_close = False  # its slow answer is not awaited
-    threading.Thread(target=site.serve_forever, daemon=True).start()
-    slow_page = {"url": f"http://127.0.0.1:{site.server_address[1]}/", "goal": "Wait."}
+    # A site that takes connections and never answers: a reset opening it hangs in the page load.
+    silent = socket.create_server(("127.0.0.1", 0))
+    slow_page = {"url": f"http://127.0.0.1:{silent.getsockname()[1]}/", "goal": "Wait."}
     envs = web_envs
     host = envs[0].unwrapped.resources.host
 
@@ -362,8 +345,7 @@ def test_web_envs_step_at_once_without_threads_and_a_cancelled_reset_leaks_no_co
     finally:
         for env in envs:
             env.close()  # the last users of the browser: it closes with them
-        site.shutdown()
-        site.server_close()
+        silent.close()
     assert wait_until(lambda: not processes.browser_processes(host.marker), timeout=10)
 
 

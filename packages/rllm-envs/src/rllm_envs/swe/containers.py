@@ -113,18 +113,10 @@ class Workspace:
     def id(self) -> str:
         return self.worker.container.id
 
-    def run(
-        self,
-        argv: tuple[str, ...] | list[str],
-        *,
-        files: Mapping[str, bytes] | None = None,
-        stdin: bytes = b"",
-        env: Mapping[str, str] | None = None,
-        wall_seconds: float | None = None,
-        max_output_bytes: int | None = None,
-    ) -> ExecutionResult:
-        """Run `argv` as the sandbox user in /scratch (where `files` are written first)."""
-        message, wait = self._request(argv, files, stdin, env, wall_seconds, max_output_bytes)
+    def run(self, argv: tuple[str, ...] | list[str], **options: Any) -> ExecutionResult:
+        """Run `argv` as the sandbox user in /scratch (where `files` are written first); the
+        options are :meth:`_framed`'s."""
+        message, wait = self._framed(argv, **options)
         try:
             return self._result(_exchange(self.worker, message, wait))
         except InfrastructureFailure:
@@ -134,20 +126,11 @@ class Workspace:
             self.remove()
             raise InfrastructureFailure("sandbox", f"the container broke: {error}") from error
 
-    async def arun(
-        self,
-        argv: tuple[str, ...] | list[str],
-        *,
-        files: Mapping[str, bytes] | None = None,
-        stdin: bytes = b"",
-        env: Mapping[str, str] | None = None,
-        wall_seconds: float | None = None,
-        max_output_bytes: int | None = None,
-    ) -> ExecutionResult:
+    async def arun(self, argv: tuple[str, ...] | list[str], **options: Any) -> ExecutionResult:
         """:meth:`run`, awaited: the command's reply is read off the container's stream on the
         running loop. A cancelled run closes the stream (its reply may still come, so the
         container cannot serve another command): the next run, or close, removes it."""
-        message, wait = self._request(argv, files, stdin, env, wall_seconds, max_output_bytes)
+        message, wait = self._framed(argv, **options)
         try:
             return self._result(await _aexchange(self.worker, message, wait))
         except asyncio.CancelledError:
@@ -164,14 +147,15 @@ class Workspace:
         """:meth:`run` as a turn's I/O (:mod:`rllm_envs.core.async_env`)."""
         return Io(lambda: self.run(argv, **options), lambda: self.arun(argv, **options))
 
-    def _request(
+    def _framed(
         self,
         argv: tuple[str, ...] | list[str],
-        files: Mapping[str, bytes] | None,
-        stdin: bytes,
-        env: Mapping[str, str] | None,
-        wall_seconds: float | None,
-        max_output_bytes: int | None,
+        *,
+        files: Mapping[str, bytes] | None = None,
+        stdin: bytes = b"",
+        env: Mapping[str, str] | None = None,
+        wall_seconds: float | None = None,
+        max_output_bytes: int | None = None,
     ) -> tuple[bytes, float]:
         """The framed request for the container's server, and how long to wait for its reply."""
         if self.removed:
