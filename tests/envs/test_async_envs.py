@@ -532,3 +532,18 @@ def test_the_loop_bridge_returns_raises_times_out_and_cancels_on_the_other_loop(
         target.call_soon_threadsafe(target.stop)
         thread.join(5)
         target.close()
+
+
+def test_the_benchmark_plays_both_sides_and_leaves_no_server():
+    require_module("mcp", "rllm/MCP-v0 needs the mcp extra")
+    from tests.benchmark_runs import run_benchmark
+
+    result = run_benchmark(
+        "async_envs.py", "--envs=3", "--steps=2", "--rounds=1", "--engine-turns=0", "--json"
+    )
+    figures = json.loads(result.stdout.strip().splitlines()[-1])["steps"]
+    assert figures["thread"]["modes"] == ["thread"] and figures["native"]["modes"] == ["async"]
+    for side in ("thread", "native"):
+        assert figures[side]["steps"] == 6 and figures[side]["failures"] == 0
+        assert figures[side]["leftover_servers"] == 0
+    assert "thread/native:" in result.stdout
