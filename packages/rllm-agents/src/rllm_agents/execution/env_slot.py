@@ -27,8 +27,9 @@ default executor).
 Slots that share a :class:`FactoryProbe` (the execution engine gives one to all slots of a run)
 also skip the thread for making envs: the first env is made on a worker, since making an env
 may block, and when it declares itself inline-safe its siblings from the same factory are made
-on the event loop (native-async ones: on the loop's default executor). Starting hundreds of threads, each waiting for the GIL, otherwise delays
-every agent's first model call by a good part of a second.
+on the event loop (native-async ones: on the loop's default executor). Starting hundreds of
+threads, each waiting for the GIL, otherwise delays every agent's first model call by a good
+part of a second.
 
 Slots may also share a :class:`LoopPacer`, which lets one env call run on the loop per pass of
 the loop. Without it, when hundreds of agents become ready together (all at the start of a
@@ -37,7 +38,8 @@ steps back to back before it looks at a socket again, and every model request of
 waits for the last agent's env work; paced, each request leaves as soon as its agent is ready.
 
 A slot reuses its env across tasks; after an env error or a timed-out call the env is
-abandoned and a fresh one is made.
+abandoned and a fresh one is made. An env still being made when its call is cancelled (a
+timed-out episode) is closed once made, never left running.
 """
 
 from __future__ import annotations
