@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import gymnasium as gym
 import pytest
@@ -11,7 +12,7 @@ import rllm_envs  # noqa: F401 - registers the rllm/* ids
 from rllm_agents.agents import FrozenLakeAgent
 from rllm_agents.engines.openai import OpenAIEngine
 from rllm_agents.execution import AgentExecutionEngine
-from rllm_agents.execution.env_slot import INLINE_SAFE_KEY, declares_inline_safe
+from rllm_agents.execution.env_slot import INLINE_SAFE_KEY, EnvSlot, declares_inline_safe
 from rllm_agents.testing.fault_server import FaultServer
 from rllm_agents.types import TerminationReason
 
@@ -159,3 +160,34 @@ def test_inline_policy_runs_everything_on_the_loop():
 def test_unknown_policy_is_refused():
     with pytest.raises(ValueError, match="env_calls"):
         AgentExecutionEngine(FrozenLakeAgent, lambda: None, None, env_calls="fork")
+
+
+class SlowToMake(gym.Wrapper):
+    """FrozenLake that takes a while to make and records being closed."""
+
+    def __init__(self, closed: list[bool], native: bool) -> None:
+        time.sleep(0.3)
+        super().__init__(gym.make("rllm/FrozenLake-v0"))
+        if native:  # stands for a natively async env: its slot plays it through astep
+            self.metadata = {**self.env.metadata, "rllm.native_async": True}
+        self.closed = closed
+
+    def close(self):
+        self.closed.append(True)
+        return super().close()
+
+
+@pytest.mark.parametrize("policy", ["thread", "async"])
+def test_an_env_made_for_a_cancelled_call_is_closed_once_made(policy):
+    closed: list[bool] = []
+
+    async def run():
+        slot = EnvSlot(lambda: SlowToMake(closed, native=True), "rllm-env-test", policy)
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(slot.call("reset", seed=0), 0.05)
+        slot.discard()  # what the engine does after a timed-out call
+        assert slot.env is None
+        await slot.aclose()  # waits for the env being made, and closes it
+
+    asyncio.run(run())
+    assert closed == [True]

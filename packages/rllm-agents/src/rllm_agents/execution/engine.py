@@ -2,8 +2,9 @@
 
 Each task runs as one episode: ``env.reset(seed, options={"task": row})``, then turns of
 *agent → model → env* until the env ends it or a limit does. ``n_parallel`` episodes run at
-once, each on an :class:`~rllm_agents.execution.env_slot.EnvSlot` (its env's own thread, or the
-event loop for envs that declare themselves inline-safe), while model calls from all of them
+once, each on an :class:`~rllm_agents.execution.env_slot.EnvSlot` (its env's own thread; the
+event loop for envs that declare themselves inline-safe; ``areset`` / ``astep`` awaited on the
+loop for natively async envs such as Web, MCP and SWE), while model calls from all of them
 overlap on the event loop (engines batch them).
 
 Nothing is lost: an engine exception, a stall past ``trajectory_timeout`` or an env crash ends
@@ -127,10 +128,11 @@ class AgentExecutionEngine:
         output_path: stream each finished episode to this JSONL file.
         output_append: add to `output_path` instead of replacing it (a resumed evaluation).
         progress: show a progress bar (None: only when stderr is a terminal).
-        env_calls: where env calls run - ``"auto"`` (each env on its own worker thread, or
-            on the event loop when it declares ``metadata["rllm.inline_safe"]``, and then
-            the factory's later envs are made on the loop too),
-            ``"thread"`` or ``"inline"`` (see :mod:`rllm_agents.execution.env_slot`).
+        env_calls: where env calls run - ``"auto"`` (through ``areset`` / ``astep`` on the
+            event loop when the env declares ``metadata["rllm.native_async"]``, on the loop
+            when it declares ``metadata["rllm.inline_safe"]``, else on its own worker thread;
+            the factory's later envs are made accordingly), ``"thread"``, ``"inline"`` or
+            ``"async"`` (forced; see :mod:`rllm_agents.execution.env_slot`).
         dispatch: ``"async"`` or ``"lockstep"`` (see the module docstring); lockstep runs
             every task of a call at once, whatever ``n_parallel`` says.
         sampling_seed: seeds each model request from (this, episode index, turn).
@@ -238,8 +240,8 @@ class AgentExecutionEngine:
         self._env_identity: EnvIdentity | None = None  # learnt from the first env made
         self.last_metrics: dict[str, Any] = {}
         self._rewrites_history: bool | None = None
-        # What the factory's first env declared (inline-safe or not), kept for later runs.
-        self._factory_inline_safe: bool | None = None
+        # How the factory's first env is called (env_slot.call_mode), kept for later runs.
+        self._factory_mode: str | None = None
 
     # ---- public API -------------------------------------------------------------------------
     async def execute_tasks(
@@ -584,7 +586,7 @@ class LocalEpisodes:
 
     def __init__(self, runner: AgentExecutionEngine, count: int) -> None:
         self._runner = runner
-        self._probe = FactoryProbe(inline_safe=runner._factory_inline_safe)
+        self._probe = FactoryProbe(mode=runner._factory_mode)
         pacer = LoopPacer()
         self._slots = [
             EnvSlot(runner.env_factory, f"rllm-env-{i}", runner.env_calls, self._probe, pacer)
@@ -607,8 +609,8 @@ class LocalEpisodes:
 
     async def aclose(self) -> None:
         await asyncio.gather(*(slot.aclose() for slot in self._slots))
-        # What the factory's first env declared, kept by the engine for its later runs.
-        self._runner._factory_inline_safe = self._probe.inline_safe
+        # How the factory's first env is called, kept by the engine for its later runs.
+        self._runner._factory_mode = self._probe.mode
 
 
 class InlineExecutor:

@@ -11,15 +11,25 @@ event loop is busy, across hundreds of envs. Such an env declares
 ``metadata["rllm.inline_safe"] = True`` - "my calls never block and may come from any
 thread" - and, once made on its worker, is called directly on the event loop.
 
-``calls`` picks the policy per slot: ``"auto"`` (the default: thread, inline once the env
-declares itself inline-safe), ``"thread"`` or ``"inline"`` (everything on the event loop,
-creation included).
+An env whose I/O already runs on an event loop - ``rllm/Web-v0``, ``rllm/MCP-v0`` and
+``rllm/SWE-v0`` declare ``metadata["rllm.native_async"] = True`` - is played through its async
+methods (``areset`` / ``astep``, :mod:`rllm_envs.core.async_env`, through gym.make's wrappers)
+on the event loop: no thread per env, however many run at once. Such an env is made on the
+loop's default executor (making may block; it is brief), and closed there.
+
+``calls`` picks the policy per slot: ``"auto"`` (the default: async for native-async envs,
+inline for inline-safe ones, a worker thread for the rest), ``"thread"`` (every env on its
+worker, never its async methods), ``"inline"`` (everything on the event loop, creation
+included) or ``"async"`` (every env through ``areset`` / ``astep``: native where the env has
+it, else the env's own fallback - inline for inline-safe envs, otherwise a thread of the loop's
+default executor).
 
 Slots that share a :class:`FactoryProbe` (the execution engine gives one to all slots of a run)
 also skip the thread for making envs: the first env is made on a worker, since making an env
 may block, and when it declares itself inline-safe its siblings from the same factory are made
-on the event loop. Starting hundreds of threads, each waiting for the GIL, otherwise delays
-every agent's first model call by a good part of a second.
+on the event loop (native-async ones: on the loop's default executor). Starting hundreds of
+threads, each waiting for the GIL, otherwise delays every agent's first model call by a good
+part of a second.
 
 Slots may also share a :class:`LoopPacer`, which lets one env call run on the loop per pass of
 the loop. Without it, when hundreds of agents become ready together (all at the start of a
@@ -28,7 +38,8 @@ steps back to back before it looks at a socket again, and every model request of
 waits for the last agent's env work; paced, each request leaves as soon as its agent is ready.
 
 A slot reuses its env across tasks; after an env error or a timed-out call the env is
-abandoned and a fresh one is made.
+abandoned and a fresh one is made. An env still being made when its call is cancelled (a
+timed-out episode) is closed once made, never left running.
 """
 
 from __future__ import annotations
@@ -36,13 +47,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-INLINE_SAFE_KEY = "rllm.inline_safe"
-CALL_POLICIES = ("auto", "thread", "inline")
+from rllm_envs.core.async_env import INLINE_SAFE_KEY, areset, astep, async_path, declares
+
+CALL_POLICIES = ("auto", "thread", "inline", "async")
+# Where an env is made for each way its calls run: on the event loop, the loop's default
+# executor (shared, a few threads: making is brief, and a native env needs no thread after)
+# or the slot's own worker, which the env then keeps for life.
+MADE_ON: dict[str, str] = {"inline": "loop", "async": "executor", "thread": "worker"}
+# Env methods with an awaitable form (rllm_envs.core.async_env: through gym.make's wrappers).
+ASYNC_FORMS: dict[str, Callable[..., Awaitable[Any]]] = {"reset": areset, "step": astep}
 
 
 def check_call_policy(policy: str, argument: str = "calls") -> None:
@@ -53,31 +71,40 @@ def check_call_policy(policy: str, argument: str = "calls") -> None:
 
 def declares_inline_safe(env: Any) -> bool:
     """Whether the env says its calls are cheap and thread-agnostic (wrappers pass it through)."""
-    return bool((getattr(env, "metadata", None) or {}).get(INLINE_SAFE_KEY, False))
+    return declares(env, INLINE_SAFE_KEY)
+
+
+def call_mode(policy: str, env: Any) -> str:
+    """How a slot with `policy` calls `env`: ``"async"`` (areset/astep on the loop),
+    ``"inline"`` (the sync methods on the loop) or ``"thread"`` (the slot's worker)."""
+    if policy != "auto":
+        return policy
+    path = async_path(env)
+    return "async" if path == "native" else path
 
 
 @dataclass
 class FactoryProbe:
-    """Whether the first env of a factory declared itself inline-safe, shared by slots.
+    """How the first env of a factory is called (its :func:`call_mode`), shared by slots.
 
-    ``inline_safe`` is None until that env exists. Use it inside one event loop only.
+    ``mode`` is None until that env exists. Use it inside one event loop only.
     """
 
-    inline_safe: bool | None = None
+    mode: str | None = None
     _settled: asyncio.Event | None = field(default=None, init=False, repr=False)
 
     async def claim(self) -> bool:
         """True: the caller makes the first env and must `settle`; False: the answer is in."""
-        while self.inline_safe is None:
+        while self.mode is None:
             if self._settled is None:
                 self._settled = asyncio.Event()
                 return True
             await self._settled.wait()
         return False
 
-    def settle(self, inline_safe: bool | None) -> None:
-        """Record the first env's declaration; None (making it failed) lets another slot try."""
-        self.inline_safe = inline_safe
+    def settle(self, mode: str | None) -> None:
+        """Record the first env's mode; None (making it failed) lets another slot try."""
+        self.mode = mode
         settled, self._settled = self._settled, None
         if settled is not None:
             settled.set()
@@ -113,93 +140,153 @@ class EnvSlot:
         self._executor = self._new_executor()
         self._thread_running = False
         self._env: Any = None
-        self._inline = False
+        self._mode: str | None = None
+        # Closes of discarded async envs and of envs made for cancelled calls, on the loop's
+        # executor: aclose waits for them.
+        self._closing: set[asyncio.Future] = set()
 
     async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """``env.<method>(*args, **kwargs)`` where the slot's policy says (made on first use)."""
-        if self._env is None and self._policy == "auto" and self._probe is not None:
-            await self._make_first_of_factory(self._probe)
-        if self._runs_on_loop():
-            await self._pace()  # one turn covers making the env and the call
-            if self._env is None:
-                self._make()
-            if self._inline:
-                return getattr(self._env, method)(*args, **kwargs)
-            # Unlike its first sibling, this env declares nothing: made again on the worker.
-            _close_quietly(self._env)
-            self._env = None
-        return await self._on_worker(functools.partial(self._call_here, method, *args, **kwargs))
+        if self._env is None:
+            await self._make_env()
+        if self._mode == "thread":
+            bound = functools.partial(getattr(self._env, method), *args, **kwargs)
+            return await self._on_worker(bound)
+        await self._pace()
+        if self._mode == "inline":
+            return getattr(self._env, method)(*args, **kwargs)
+        async_form = ASYNC_FORMS.get(method)
+        if async_form is not None:
+            return await async_form(self._env, *args, **kwargs)
+        bound = functools.partial(getattr(self._env, method), *args, **kwargs)
+        return await asyncio.get_running_loop().run_in_executor(None, bound)
 
-    def _runs_on_loop(self) -> bool:
-        if self._policy == "inline":
-            return True
-        if self._env is not None:
-            return self._inline
-        probe = self._probe
-        return self._policy == "auto" and probe is not None and probe.inline_safe is True
-
-    async def _make_first_of_factory(self, probe: FactoryProbe) -> None:
-        """If no sibling has yet, make the factory's first env, on the worker (may block)."""
-        if await probe.claim():
+    async def _make_env(self) -> None:
+        made_on = await self._made_on()
+        if made_on == "probe":
+            probe = self._probe
+            assert probe is not None
             try:
-                await self._on_worker(self._make)
+                await self._make_on_worker()
             finally:
-                probe.settle(self._inline if self._env is not None else None)
+                probe.settle(self._mode if self._env is not None else None)
+            return
+        if made_on == "loop":
+            await self._pace()
+            self._adopt(self._env_factory())
+        elif made_on == "executor":
+            await self._make_in(None)
+        if made_on != "worker" and self._mode == "thread":
+            # Unlike its first sibling, this env needs a thread of its own: made again there,
+            # so that it never changes threads.
+            _close_quietly(self._env)
+            self._env = self._mode = None
+            made_on = "worker"
+        if made_on == "worker":
+            await self._make_on_worker()
+
+    async def _made_on(self) -> str:
+        """Where the next env is made: a MADE_ON place, or "probe" (first of its factory: on
+        the worker, since making may block, and its mode settles where its siblings go)."""
+        if self._policy != "auto":
+            return MADE_ON[self._policy]
+        probe = self._probe
+        if probe is None:
+            return "worker"
+        if await probe.claim():
+            return "probe"
+        assert probe.mode is not None
+        return MADE_ON[probe.mode]
 
     async def _pace(self) -> None:
         if self._pacer is not None:
             await self._pacer.turn()
 
     async def _on_worker(self, function: Callable[[], Any]) -> Any:
-        loop = asyncio.get_running_loop()
+        await self._start_worker()
+        return await asyncio.get_running_loop().run_in_executor(self._executor, function)
+
+    async def _start_worker(self) -> None:
         if not self._thread_running:
             # ThreadPoolExecutor starts its thread inside submit() and waits until that thread
             # holds the GIL. With hundreds of slots starting together that wait, taken on the
             # event loop, stalls every agent for seconds; a helper thread pays it instead.
+            loop = asyncio.get_running_loop()
             await loop.run_in_executor(None, self._executor.submit, _nothing)
             self._thread_running = True
-        return await loop.run_in_executor(self._executor, function)
 
-    def _make(self) -> None:
-        self._env = self._env_factory()
-        self._inline = self._policy == "inline" or (
-            self._policy == "auto" and declares_inline_safe(self._env)
-        )
+    async def _make_on_worker(self) -> None:
+        await self._start_worker()
+        await self._make_in(self._executor)
 
-    def _call_here(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        if self._env is None:
-            self._make()
-        return getattr(self._env, method)(*args, **kwargs)
+    async def _make_in(self, executor: ThreadPoolExecutor | None) -> None:
+        """Make an env on `executor` (None: the loop's default one) and take it. An env still
+        being made when the call is cancelled (a timed-out episode) is closed once made."""
+        making = asyncio.get_running_loop().run_in_executor(executor, self._env_factory)
+        try:
+            env = await asyncio.shield(making)
+        except asyncio.CancelledError:
+            self._closing.add(making)
+            making.add_done_callback(self._close_unwanted)
+            raise
+        self._adopt(env)
+
+    def _adopt(self, env: Any) -> None:
+        self._env, self._mode = env, call_mode(self._policy, env)
+
+    def _close_unwanted(self, making: asyncio.Future) -> None:
+        self._closing.discard(making)
+        if not making.cancelled() and making.exception() is None:
+            self._close_in_background(making.result())
+
+    def _close_in_background(self, env: Any) -> None:
+        closing = asyncio.get_running_loop().run_in_executor(None, _close_quietly, env)
+        self._closing.add(closing)
+        closing.add_done_callback(self._closing.discard)
 
     @property
     def env(self) -> Any:
         """The slot's current env (None before the first call and after a discard)."""
         return self._env
 
-    def discard(self) -> None:
-        """Drop the env (closed on its thread once any stuck call returns) and start afresh.
+    @property
+    def mode(self) -> str | None:
+        """How the current env is called (:func:`call_mode`), None without one."""
+        return self._mode
 
-        Never waits: a call that hangs in the env must not hang the run.
+    def discard(self) -> None:
+        """Drop the env (closed once any stuck call returns) and start afresh.
+
+        Never waits: a call that hangs in the env must not hang the run. An async env's call
+        was cancelled with the episode, so it is closed at once, on the loop's executor.
         """
-        old_executor, old_env, was_inline = self._executor, self._env, self._inline
-        self._env, self._inline = None, False
+        old_executor, old_env, old_mode = self._executor, self._env, self._mode
+        self._env = self._mode = None
         self._executor, self._thread_running = self._new_executor(), False
-        if old_env is not None and was_inline:
+        if old_env is not None and old_mode == "inline":
             _close_quietly(old_env)  # an inline env has no call in flight anywhere
+        elif old_env is not None and old_mode == "async":
+            self._close_in_background(old_env)
         elif old_env is not None:
             old_executor.submit(_close_quietly, old_env)
         old_executor.shutdown(wait=False)
 
     async def aclose(self) -> None:
-        """Close the env (on its thread unless it runs inline) and stop the thread."""
+        """Close the env (where its calls ran; an async env's on the loop's executor) and stop
+        the thread; wait for the closes of discarded async envs and of envs made for cancelled
+        calls."""
         if self._env is not None:
-            env, self._env = self._env, None
-            if self._inline:
+            env, mode = self._env, self._mode
+            self._env = self._mode = None
+            loop = asyncio.get_running_loop()
+            if mode == "inline":
                 _close_quietly(env)
             else:
-                loop = asyncio.get_running_loop()
+                executor = self._executor if mode == "thread" else None
                 with contextlib.suppress(Exception):
-                    await loop.run_in_executor(self._executor, _close_quietly, env)
+                    await loop.run_in_executor(executor, _close_quietly, env)
+        while self._closing:  # an env still being made is closed once made: wait for both
+            await asyncio.gather(*self._closing, return_exceptions=True)
         self._executor.shutdown(wait=False)
 
     def _new_executor(self) -> ThreadPoolExecutor:

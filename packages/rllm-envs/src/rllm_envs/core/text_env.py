@@ -10,6 +10,7 @@ It holds the contract every env shares so each env only writes its own rules:
 * an :class:`~rllm_envs.core.failures.InfrastructureFailure` ends the episode (truncated) with
   ``info["failure"]`` set, so trainers can drop it instead of learning from a fake zero;
 * observations are clipped to the observation space and infos are fresh copies every call.
+* ``areset`` / ``astep`` give the same results awaited (:mod:`rllm_envs.core.async_env`).
 
 Subclasses implement :meth:`begin` (start an episode on a task) and :meth:`act` (one turn),
 and, to support ``snapshot()`` / ``restore()`` / ``fork()``, the hooks of
@@ -25,6 +26,7 @@ from typing import Any, ClassVar
 import gymnasium as gym
 
 from rllm_envs.core import spaces
+from rllm_envs.core.async_env import AsyncTextEnv
 from rllm_envs.core.failures import InfrastructureFailure
 from rllm_envs.core.snapshots import Snapshottable
 from rllm_envs.core.tasks import Row, TaskSet, task_id
@@ -84,7 +86,7 @@ def action_text(action: Any) -> str:
     return text.encode("utf-8", "replace").decode("utf-8")
 
 
-class TextEnv(Snapshottable, gym.Env[str, str]):
+class TextEnv(Snapshottable, AsyncTextEnv, gym.Env[str, str]):
     """Base class of rllm's text environments (see the module docstring for the contract)."""
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 1}
@@ -129,6 +131,31 @@ class TextEnv(Snapshottable, gym.Env[str, str]):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[str, dict[str, Any]]:
+        task = self._open_episode(seed, options)
+        try:
+            observation, info = self.begin(task)
+        except InfrastructureFailure as failure:
+            return self._failed_reset(failure)
+        return self._reset_result(observation, info)
+
+    def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        refused = self._refused_step()
+        if refused is not None:
+            return refused
+        self.turn += 1
+        try:
+            result = self.act(action_text(action))
+        except InfrastructureFailure as failure:
+            result = self._failed_turn(failure)
+        return self._step_result(result)
+
+    def render(self) -> str | None:
+        return self.last_observation if self.render_mode == "ansi" else None
+
+    # -- helpers ---------------------------------------------------------------------------
+    # reset and step in phases, shared with areset and astep (rllm_envs.core.async_env), which
+    # differ only in how they wait for begin and act.
+    def _open_episode(self, seed: int | None, options: dict[str, Any] | None) -> Row:
         super().reset(seed=seed)
         options = options or {}
         task = options.get("task")
@@ -140,34 +167,40 @@ class TextEnv(Snapshottable, gym.Env[str, str]):
         self.turn = 0
         self.episode_over = False
         self.failure_kind = None
-        try:
-            observation, info = self.begin(self.task)
-        except InfrastructureFailure as failure:
-            # reset cannot end an episode, so the first step will: the agent is told, and the
-            # info carries the failure for trainers that check it straight away.
-            self.episode_over = True
-            self.failure_kind = failure.kind
-            observation, info = self._failure_text(failure), {"failure": failure.kind}
+        return self.task
+
+    def _failed_reset(self, failure: InfrastructureFailure) -> tuple[str, dict[str, Any]]:
+        # reset cannot end an episode, so the first step will: the agent is told, and the
+        # info carries the failure for trainers that check it straight away.
+        self.episode_over = True
+        self.failure_kind = failure.kind
+        return self._reset_result(self._failure_text(failure), {"failure": failure.kind})
+
+    def _reset_result(self, observation: str, info: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        assert self.task is not None
         info = {"task_id": task_id(self.task, self.task_name()), **info}
         return self._emit(observation), fresh_info(info)
 
-    def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
+    def _refused_step(self) -> tuple[str, float, bool, bool, dict[str, Any]] | None:
+        """The answer to a step that cannot be played (no episode running), else None."""
         if self.task is None:
             raise gym.error.ResetNeeded("call reset() before step()")
-        if self.episode_over:
-            info = {"task_id": task_id(self.task, self.task_name()), "action_valid": False}
-            if self.failure_kind:
-                info["failure"] = self.failure_kind
-            message = "The episode has ended; call reset() to start a new one."
-            return self._emit(message), 0.0, False, True, info
-        self.turn += 1
-        try:
-            result = self.act(action_text(action))
-        except InfrastructureFailure as failure:
-            self.failure_kind = failure.kind
-            result = Transition(
-                self._failure_text(failure), truncated=True, info={"failure": failure.kind}
-            )
+        if not self.episode_over:
+            return None
+        info = {"task_id": task_id(self.task, self.task_name()), "action_valid": False}
+        if self.failure_kind:
+            info["failure"] = self.failure_kind
+        message = "The episode has ended; call reset() to start a new one."
+        return self._emit(message), 0.0, False, True, info
+
+    def _failed_turn(self, failure: InfrastructureFailure) -> Transition:
+        self.failure_kind = failure.kind
+        return Transition(
+            self._failure_text(failure), truncated=True, info={"failure": failure.kind}
+        )
+
+    def _step_result(self, result: Transition) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        assert self.task is not None
         if self.max_turns is not None and self.turn >= self.max_turns and not result.terminated:
             result.truncated = True
         self.episode_over = result.terminated or result.truncated
@@ -185,10 +218,6 @@ class TextEnv(Snapshottable, gym.Env[str, str]):
             fresh_info(info),
         )
 
-    def render(self) -> str | None:
-        return self.last_observation if self.render_mode == "ansi" else None
-
-    # -- helpers ---------------------------------------------------------------------------
     def _emit(self, observation: str) -> str:
         self.last_observation = spaces.fit_observation(observation, self.observation_space)
         return self.last_observation

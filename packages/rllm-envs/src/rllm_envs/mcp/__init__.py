@@ -68,10 +68,18 @@ Not supported: ``snapshot()`` (and ``fork``) raise ``SnapshotUnsupported`` namin
 servers, whose state (whatever earlier tool calls changed) lives in the servers, outside the
 process, and MCP has no way to capture or restore it.
 
+## Async
+``await env.areset(...)`` / ``await env.astep(action)`` (or ``rllm_envs.core.async_env.areset`` /
+``astep`` on what ``gym.make`` returned) give exactly what ``reset`` / ``step`` give, awaiting
+the tool calls on the server manager's loop instead of blocking a thread: one event loop
+drives any number of envs (``metadata["rllm.native_async"]``). A cancelled call is cancelled on
+the manager's loop; the shared session goes on serving.
+
 ## Version history
 * v0: first version.
 * v0, snapshots: ``snapshot`` / ``fork`` refuse with ``SnapshotUnsupported`` (no change to the
   episodes).
+* v0, async: ``areset`` / ``astep`` (same results, no version change).
 """
 
 from rllm_envs.mcp.env import MCPEnv

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from rllm_envs.core import spaces
+from rllm_envs.core.async_env import NATIVE_ASYNC_KEY, Turn, adrive, drive
 from rllm_envs.core.extras import require_extra
 from rllm_envs.core.failures import InfrastructureFailure
 from rllm_envs.core.snapshots import SnapshotUnsupported
@@ -108,6 +109,9 @@ def tool_response(name: str, text: str, *, is_error: bool) -> str:
 class MCPEnv(TextEnv):
     """Answer tasks with tools from MCP servers; reward from a grader on the final answer."""
 
+    # Tool calls go to the server manager's loop: areset/astep await them, no thread waits.
+    metadata = {**TextEnv.metadata, NATIVE_ASYNC_KEY: True}
+
     def __init__(
         self,
         servers: Any = None,
@@ -180,7 +184,16 @@ class MCPEnv(TextEnv):
         )
         return observation, {"tools": self.tool_schemas}
 
+    async def abegin(self, task: Row) -> tuple[str, dict[str, Any]]:
+        return self.begin(task)  # no I/O: the servers were connected when the env was made
+
     def act(self, action: str) -> Transition:
+        return drive(self._act_turn(action))
+
+    async def aact(self, action: str) -> Transition:
+        return await adrive(self._act_turn(action))
+
+    def _act_turn(self, action: str) -> Turn[Transition]:
         parsed = parse_action(action)
         if parsed.error is not None:
             return self._invalid(f"Invalid tool call: {parsed.error}.")
@@ -191,7 +204,7 @@ class MCPEnv(TextEnv):
                 f"Too many tool calls in one reply ({len(parsed.tool_calls)}); "
                 f"the limit is {self.max_parallel_calls}."
             )
-        return self._run_calls(parsed)
+        return (yield from self._run_calls(parsed))
 
     def _invalid(self, message: str) -> Transition:
         return Transition.invalid(f"{message} {FORMAT_HELP}", self.format_penalty)
@@ -220,12 +233,12 @@ class MCPEnv(TextEnv):
         problems = argument_errors(self._validators[call.name], call.arguments)
         return f"Invalid arguments for {call.name!r}: {problems}." if problems else None
 
-    def _run_calls(self, parsed: ParsedAction) -> Transition:
+    def _run_calls(self, parsed: ParsedAction) -> Turn[Transition]:
         problems = [self._check(call) for call in parsed.tool_calls]
         sendable = [
             call for call, problem in zip(parsed.tool_calls, problems, strict=True) if not problem
         ]
-        results = iter(self._call_all(sendable) if sendable else [])
+        results = iter((yield from self._call_all(sendable)) if sendable else [])
         blocks, errors = [], 0
         for call, problem in zip(parsed.tool_calls, problems, strict=True):
             if problem:
@@ -253,7 +266,7 @@ class MCPEnv(TextEnv):
             },
         )
 
-    def _call_all(self, calls: Sequence[ToolCall]) -> list[Any]:
+    def _call_all(self, calls: Sequence[ToolCall]) -> Turn[list[Any]]:
         """Run calls concurrently on the manager's loop; None for calls the step limit cut."""
         import anyio  # with the mcp extra, like everything on the manager's loop
 
@@ -282,7 +295,7 @@ class MCPEnv(TextEnv):
         # A call may restart its server once (connect + second try) inside the step limit.
         deadline = self.step_timeout + 2 * self.connect_timeout
         try:
-            return self._manager.run(all_calls(), deadline)
+            return (yield self._manager.io(all_calls, deadline))
         except ServerUnavailable as error:
             raise InfrastructureFailure("tool_server", str(error)) from error
 

@@ -14,10 +14,12 @@ import atexit
 import concurrent.futures
 import os
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
+from rllm_envs.core.async_env import Io
+from rllm_envs.core.loop_bridge import LoopBridge
 from rllm_envs.mcp.connection import ServerConnection, ServerUnavailable
 from rllm_envs.mcp.servers import ServerSpec
 
@@ -39,6 +41,7 @@ class ServerManager:
     _shared: dict[ServerSpec, _Shared] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _loop: asyncio.AbstractEventLoop | None = None
+    _bridge: LoopBridge | None = None  # for async callers (rllm_envs.core.loop_bridge)
     _thread: threading.Thread | None = None
 
     # -- the loop --------------------------------------------------------------------------
@@ -47,22 +50,35 @@ class ServerManager:
             loop = asyncio.new_event_loop()
             thread = threading.Thread(target=loop.run_forever, name="rllm-mcp-loop", daemon=True)
             thread.start()
-            self._loop, self._thread = loop, thread
+            self._loop, self._thread, self._bridge = loop, thread, LoopBridge(loop)
         return self._loop
 
     def run(self, coroutine: Coroutine[Any, Any, Any], timeout: float) -> Any:
         """Run a coroutine on the manager's loop; wait at most `timeout` (+ slack) for it."""
-        loop = self._ensure_loop()
-        future = asyncio.run_coroutine_threadsafe(coroutine, loop)
+        future = asyncio.run_coroutine_threadsafe(coroutine, self._ensure_loop())
         try:
             return future.result(timeout + LOOP_SLACK_SECONDS)
         except concurrent.futures.TimeoutError as error:
             future.cancel()
             raise ServerUnavailable(f"no answer within {timeout:.1f} s") from error
 
+    async def arun(self, coroutine: Coroutine[Any, Any, Any], timeout: float) -> Any:
+        """:meth:`run`, awaited from another event loop: no thread waits on the manager's.
+        Cancelling the caller cancels the coroutine on the manager's loop."""
+        self._ensure_loop()
+        assert self._bridge is not None
+        try:
+            return await self._bridge.run(coroutine, timeout + LOOP_SLACK_SECONDS)
+        except (TimeoutError, asyncio.TimeoutError) as error:  # the coroutine was cancelled
+            raise ServerUnavailable(f"no answer within {timeout:.1f} s") from error
+
+    def io(self, make: Callable[[], Coroutine[Any, Any, Any]], timeout: float) -> Io:
+        """A coroutine for the manager's loop as a turn's I/O (rllm_envs.core.async_env)."""
+        return Io(lambda: self.run(make(), timeout), lambda: self.arun(make(), timeout))
+
     def _stop_loop(self) -> None:
         loop, thread = self._loop, self._thread
-        self._loop = self._thread = None
+        self._loop = self._thread = self._bridge = None
         if loop is not None:
             loop.call_soon_threadsafe(loop.stop)
             if thread is not None:

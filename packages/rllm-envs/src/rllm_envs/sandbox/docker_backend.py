@@ -17,6 +17,7 @@ labelled containers whose owner process has died (a crashed trainer leaks nothin
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -344,6 +345,29 @@ def _exchange(worker: _Worker, message: bytes, timeout: float) -> dict:
         if not chunk:
             raise InfrastructureFailure("sandbox", "the container stopped during the run")
         worker.partial = _demultiplex(worker.partial + chunk, worker.pending)
+
+
+async def _aexchange(worker: _Worker, message: bytes, timeout: float) -> dict:
+    """:func:`_exchange`, awaited on the running loop: the stream is read when it is ready,
+    with no thread waiting on it (the sync form puts the stream back in blocking mode)."""
+    loop = asyncio.get_running_loop()
+    worker.stream.setblocking(False)
+
+    async def exchange() -> dict:
+        await loop.sock_sendall(worker.stream, message)
+        while (reply := _take_reply(worker)) is None:
+            chunk = await loop.sock_recv(worker.stream, 1 << 20)
+            if not chunk:
+                raise InfrastructureFailure("sandbox", "the container stopped during the run")
+            worker.partial = _demultiplex(worker.partial + chunk, worker.pending)
+        return reply
+
+    try:
+        return await asyncio.wait_for(exchange(), timeout)
+    except asyncio.TimeoutError as error:
+        raise InfrastructureFailure(
+            "sandbox", "the sandbox server did not answer in time"
+        ) from error
 
 
 def _demultiplex(raw: bytes, stdout: bytearray) -> bytes:

@@ -99,10 +99,20 @@ snapshot; images of a dead process are swept by the next env). ``"auto"`` (defau
 4 MiB of workspace, commit above. A snapshot outlives the env it came from with either method.
 docs/envs/snapshots-containers.md has the figures.
 
+## Async
+``await env.areset(...)`` / ``await env.astep(action)`` (or ``rllm_envs.core.async_env.areset`` /
+``astep`` on what ``gym.make`` returned) give exactly what ``reset`` / ``step`` give
+(``metadata["rllm.native_async"]``). A command's reply is read off the container's attached
+stream on the caller's loop, with no thread waiting; a reset (containers started, the
+repository prepared) and an episode's end (the diff, a fresh container, the hidden tests) are
+Docker SDK calls and run in a thread. A cancelled command closes the container's stream: the
+next step of that env ends the episode as a ``sandbox`` failure and the container is removed.
+
 ## Version history
 * v0: first version.
 * v0, snapshots: ``snapshot`` / ``restore`` / ``fork``, ``snapshot_method`` (same id: no change
   to the episodes).
+* v0, async: ``areset`` / ``astep`` (same results, no version change).
 """
 
 from rllm_envs.swe.env import SWEEnv

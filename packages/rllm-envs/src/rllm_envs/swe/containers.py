@@ -15,6 +15,7 @@ past the next start).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import select
@@ -26,10 +27,12 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from rllm_envs.core.async_env import Io
 from rllm_envs.core.failures import InfrastructureFailure
 from rllm_envs.sandbox.docker_backend import (
     LABEL,
     OWNER_LABEL,
+    _aexchange,
     _close_streams,
     _exchange,
     _remove_all,
@@ -113,18 +116,31 @@ class Workspace:
     def id(self) -> str:
         return self.worker.container.id
 
-    def run(
-        self,
-        argv: tuple[str, ...] | list[str],
-        *,
-        files: Mapping[str, bytes] | None = None,
-        stdin: bytes = b"",
-        env: Mapping[str, str] | None = None,
-        wall_seconds: float | None = None,
-        max_output_bytes: int | None = None,
-    ) -> ExecutionResult:
-        """Run `argv` as the sandbox user in /scratch (where `files` are written first)."""
-        return reply_result(self._request(argv, files, stdin, env, wall_seconds, max_output_bytes))
+    def run(self, argv: tuple[str, ...] | list[str], **options: Any) -> ExecutionResult:
+        """Run `argv` as the sandbox user in /scratch (where `files` are written first); the
+        options are :meth:`_framed`'s."""
+        return reply_result(self._exchanged(argv, **options))
+
+    async def arun(self, argv: tuple[str, ...] | list[str], **options: Any) -> ExecutionResult:
+        """:meth:`run`, awaited: the command's reply is read off the container's stream on the
+        running loop. A cancelled run closes the stream (its reply may still come, so the
+        container cannot serve another command): the next run, or close, removes it."""
+        message, wait = self._framed(argv, **options)
+        try:
+            return reply_result(self._checked(await _aexchange(self.worker, message, wait)))
+        except asyncio.CancelledError:
+            _close_streams(self.worker)
+            raise
+        except InfrastructureFailure:
+            await asyncio.to_thread(self.remove)
+            raise
+        except Exception as error:
+            await asyncio.to_thread(self.remove)
+            raise InfrastructureFailure("sandbox", f"the container broke: {error}") from error
+
+    def io_run(self, argv: tuple[str, ...] | list[str], **options: Any) -> Io:
+        """:meth:`run` as a turn's I/O (:mod:`rllm_envs.core.async_env`)."""
+        return Io(lambda: self.run(argv, **options), lambda: self.arun(argv, **options))
 
     def run_binary(
         self,
@@ -136,19 +152,35 @@ class Workspace:
     ) -> tuple[ExecutionResult, bytes]:
         """Like :meth:`run`, with the program's stdout as bytes (e.g. a tar archive) beside
         the result (whose ``stdout`` is then empty)."""
-        reply = self._request(argv, None, stdin, None, wall_seconds, max_output_bytes)
+        reply = self._exchanged(
+            argv, stdin=stdin, wall_seconds=wall_seconds, max_output_bytes=max_output_bytes
+        )
         return reply_result(reply, text_stdout=False), base64.b64decode(reply["stdout"])
 
-    def _request(
+    def _exchanged(self, argv: tuple[str, ...] | list[str], **options: Any) -> dict[str, Any]:
+        """One request to the container's server; its reply (stdout and stderr in base64). A
+        container that broke or whose server failed is removed."""
+        message, wait = self._framed(argv, **options)
+        try:
+            return self._checked(_exchange(self.worker, message, wait))
+        except InfrastructureFailure:
+            self.remove()
+            raise
+        except Exception as error:
+            self.remove()
+            raise InfrastructureFailure("sandbox", f"the container broke: {error}") from error
+
+    def _framed(
         self,
         argv: tuple[str, ...] | list[str],
-        files: Mapping[str, bytes] | None,
-        stdin: bytes,
-        env: Mapping[str, str] | None,
-        wall_seconds: float | None,
-        max_output_bytes: int | None,
-    ) -> dict[str, Any]:
-        """One request to the container's server; its reply (stdout and stderr in base64)."""
+        *,
+        files: Mapping[str, bytes] | None = None,
+        stdin: bytes = b"",
+        env: Mapping[str, str] | None = None,
+        wall_seconds: float | None = None,
+        max_output_bytes: int | None = None,
+    ) -> tuple[bytes, float]:
+        """The framed request for the container's server, and how long to wait for its reply."""
         if self.removed:
             raise InfrastructureFailure("sandbox", "the container was already removed")
         policy = self.settings.policy
@@ -170,15 +202,11 @@ class Workspace:
                 "max_output_bytes": max_output_bytes or policy.max_output_bytes,
             }
         ).encode()
-        try:
-            reply = _exchange(self.worker, b"%010d" % len(body) + body, wall + _REPLY_GRACE_SECONDS)
-        except Exception as error:
-            self.remove()
-            if isinstance(error, InfrastructureFailure):
-                raise
-            raise InfrastructureFailure("sandbox", f"the container broke: {error}") from error
-        if "error" in reply:
-            self.remove()
+        return b"%010d" % len(body) + body, wall + _REPLY_GRACE_SECONDS
+
+    @staticmethod
+    def _checked(reply: dict[str, Any]) -> dict[str, Any]:
+        if "error" in reply:  # the caller removes the container
             raise InfrastructureFailure("sandbox", f"the sandbox server failed: {reply['error']}")
         return reply
 

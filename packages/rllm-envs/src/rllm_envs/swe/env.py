@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from importlib import resources
 from typing import Any
 
+from rllm_envs.core.async_env import NATIVE_ASYNC_KEY, Io, Turn, adrive, drive
 from rllm_envs.core.failures import InfrastructureFailure
 from rllm_envs.core.tasks import Row, TaskSet
 from rllm_envs.core.text_env import TextEnv, Transition
@@ -75,6 +76,9 @@ def clip_middle(text: str, limit: int) -> str:
 
 class SWEEnv(TextEnv):
     """Repository-level bug fixing in Docker containers (see the package docstring)."""
+
+    # Commands' replies are read off the container's stream: astep awaits them on the loop.
+    metadata = {**TextEnv.metadata, NATIVE_ASYNC_KEY: True}
 
     def __init__(
         self,
@@ -192,6 +196,14 @@ class SWEEnv(TextEnv):
 
     # -- turns -----------------------------------------------------------------------------
     def act(self, action: str) -> Transition:
+        return drive(self._act_turn(action))
+
+    async def aact(self, action: str) -> Transition:
+        return await adrive(self._act_turn(action))
+
+    def _act_turn(self, action: str) -> Turn[Transition]:
+        """One turn; the commands' replies are awaited on the container stream (natively), the
+        episode's end (patch, a fresh container, the hidden tests) runs in a thread."""
         assert self.swe_task is not None and self.workspace is not None
         parsed = parse_swe_action(action)
         last_turn = self.max_turns is not None and self.turn >= self.max_turns
@@ -200,8 +212,8 @@ class SWEEnv(TextEnv):
                 f"Invalid action: {parsed.error}. {FORMAT_HELP}", self.format_penalty
             )
             if last_turn:
-                return self._finish(
-                    transition.observation, ended_by="turn_limit", info=transition.info
+                return (
+                    yield self._finish_io(transition.observation, "turn_limit", transition.info)
                 )
             transition.info.update(self._shown(transition.observation))
             transition.info["sandbox_policy"] = self.policy_description
@@ -209,25 +221,24 @@ class SWEEnv(TextEnv):
         blocks, names = [], []
         for call in parsed.calls:
             if call.name == SUBMIT:
-                return self._finish(
-                    "\n".join(blocks), ended_by="submit", info={"tool_calls": names + [SUBMIT]}
-                )
-            output, ok = self._run_tool(call)
+                info = {"tool_calls": names + [SUBMIT]}
+                return (yield self._finish_io("\n".join(blocks), "submit", info))
+            output, ok = yield from self._run_tool(call)
             names.append(call.name)
             blocks.append(tool_response(call.name, output, is_error=not ok))
         observation = "\n".join(blocks)
         info = {"tool_calls": names, "sandbox_policy": self.policy_description}
         if last_turn:
-            return self._finish(observation, ended_by="turn_limit", info=info)
+            return (yield self._finish_io(observation, "turn_limit", info))
         info.update(self._shown(observation))
         return Transition(observation, info=info)
 
-    def _run_tool(self, call: ToolCall) -> tuple[str, bool]:
+    def _run_tool(self, call: ToolCall) -> Turn[tuple[str, bool]]:
         if call.name == "bash":
-            return self._bash(call.arguments["command"])
+            return (yield from self._bash(call.arguments["command"]))
         assert self.swe_task is not None and self.workspace is not None
         budget = self.max_output_chars
-        result = self.workspace.run(
+        result = yield self.workspace.io_run(
             (self.pool.settings.python, "-I", "-S", f"{SCRATCH_DIR}/{FILE_TOOLS}"),
             files={FILE_TOOLS: self._file_tools},
             stdin=json.dumps(
@@ -242,10 +253,10 @@ class SWEEnv(TextEnv):
             detail = result.stderr.strip()[-500:] or result.status
             return f"the {call.name} tool failed: {detail}", False
 
-    def _bash(self, command: str) -> tuple[str, bool]:
+    def _bash(self, command: str) -> Turn[tuple[str, bool]]:
         assert self.swe_task is not None and self.workspace is not None
         script = f"exec 2>&1\ncd {self.swe_task.workdir} || exit 97\n{command}\n"
-        result = self.workspace.run(("bash", "-c", script), env=self.swe_task.environment)
+        result = yield self.workspace.io_run(("bash", "-c", script), env=self.swe_task.environment)
         text = clip_middle(result.stdout, self.max_output_chars)
         limit = self.policy.wall_seconds
         if result.timed_out:
@@ -263,6 +274,11 @@ class SWEEnv(TextEnv):
         }
 
     # -- the end ---------------------------------------------------------------------------
+    def _finish_io(self, observation: str, ended_by: str, info: dict[str, Any]) -> Io:
+        # Docker SDK calls (a container removed, one started to grade): blocking, so awaited
+        # in a thread. An episode ends once; its seconds of grading dwarf the hop.
+        return Io.in_thread(lambda: self._finish(observation, ended_by=ended_by, info=info))
+
     def _finish(self, observation: str, *, ended_by: str, info: dict[str, Any]) -> Transition:
         """Take the diff, stop the agent's container, grade in a fresh one."""
         assert self.swe_task is not None and self.workspace is not None

@@ -72,6 +72,13 @@ process.
 ``info`` holds ``task_id``, ``goal``, ``url`` and ``family`` at reset; ``turn``,
 ``action_valid``, ``action`` and ``url`` after steps; ``is_correct`` and ``answer`` at the end.
 
+## Async
+``await env.areset(...)`` / ``await env.astep(action)`` (or ``rllm_envs.core.async_env.areset`` /
+``astep`` on what ``gym.make`` returned) give exactly what ``reset`` / ``step`` give, awaiting
+the browser on its host loop instead of blocking a thread: one event loop drives any number of
+envs (``metadata["rllm.native_async"]``). A cancelled call is cancelled in the browser too; a
+context it had taken is closed.
+
 ## Solvers
 ``rllm_envs.web.solver`` plays any suite instance with its scripted solution through the same
 action grammar (``python -m rllm_envs.web.solver``).
@@ -97,6 +104,7 @@ env.
 ## Version history
 * v0: first version.
 * v0, snapshots: ``snapshot`` / ``restore`` / ``fork`` (same id: no change to the episodes).
+* v0, async: ``areset`` / ``astep`` (same results, no version change).
 """
 
 from rllm_envs.web.env import SITE_ALIAS, WebEnv

@@ -35,7 +35,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from rllm_envs.core.async_env import Io
 from rllm_envs.core.failures import InfrastructureFailure
+from rllm_envs.core.loop_bridge import LoopBridge
 from rllm_envs.web import processes
 
 # Debian's Chromium, headless, with the background services that would reach the network off.
@@ -170,6 +172,7 @@ class BrowserHost:
     owner_pid: int = field(default_factory=os.getpid)
     closed: bool = False
     loop: asyncio.AbstractEventLoop | None = None
+    bridge: LoopBridge | None = None  # for async callers (rllm_envs.core.loop_bridge)
     thread: threading.Thread | None = None
     playwright: Any = None
     browser: Any = None
@@ -181,6 +184,7 @@ class BrowserHost:
     lock: threading.Lock = field(default_factory=threading.Lock)
     launcher_folder: str | None = None  # holds the reaper's launch script while the host lives
     browser_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # used on the loop only
+    closing: set[asyncio.Future] = field(default_factory=set)  # contexts closing or unwanted
 
     @property
     def marker(self) -> str:
@@ -197,7 +201,7 @@ class BrowserHost:
                     target=loop.run_forever, name=f"rllm-web-browser-{self.serial}", daemon=True
                 )
                 thread.start()
-                self.loop, self.thread = loop, thread
+                self.loop, self.thread, self.bridge = loop, thread, LoopBridge(loop)
             return self.loop
 
     def run(self, coroutine: Coroutine[Any, Any, Any], timeout: float) -> Any:
@@ -206,13 +210,31 @@ class BrowserHost:
         future = asyncio.run_coroutine_threadsafe(asyncio.wait_for(coroutine, timeout), loop)
         try:
             return future.result(timeout + LOOP_SLACK_SECONDS)
-        except (TimeoutError, concurrent.futures.TimeoutError) as error:
+        except (TimeoutError, asyncio.TimeoutError, concurrent.futures.TimeoutError) as error:
             future.cancel()
-            # A wedged browser poisons every later call: start over at the next use.
-            self.kill_browser()
-            raise InfrastructureFailure(
-                "browser", f"the browser did not answer within {timeout:.0f} s"
-            ) from error
+            raise self._overran(timeout) from error
+
+    async def arun(self, coroutine: Coroutine[Any, Any, Any], timeout: float) -> Any:
+        """:meth:`run`, awaited from another event loop: no thread waits on the host loop.
+        Cancelling the caller cancels the coroutine on the host loop."""
+        self._ensure_loop()
+        assert self.bridge is not None
+        bounded = asyncio.wait_for(coroutine, timeout)
+        try:
+            return await self.bridge.run(bounded, timeout + LOOP_SLACK_SECONDS)
+        except (TimeoutError, asyncio.TimeoutError) as error:
+            raise self._overran(timeout) from error
+
+    def io(self, make: Callable[[], Coroutine[Any, Any, Any]], timeout: float) -> Io:
+        """A coroutine for the host loop as a turn's I/O (:mod:`rllm_envs.core.async_env`)."""
+        return Io(lambda: self.run(make(), timeout), lambda: self.arun(make(), timeout))
+
+    def _overran(self, timeout: float) -> InfrastructureFailure:
+        # A wedged browser poisons every later call: start over at the next use.
+        self.kill_browser()
+        return InfrastructureFailure(
+            "browser", f"the browser did not answer within {timeout:.0f} s"
+        )
 
     def submit(self, coroutine: Coroutine[Any, Any, Any]) -> None:
         """Run `coroutine` in the background (cleanup that nobody waits for)."""
@@ -316,11 +338,30 @@ class BrowserHost:
     async def _new_spare(self, kind: ContextKind) -> Spare:
         browser = await self.ensure_browser()
         width, height = kind.viewport
-        context = await browser.new_context(
-            viewport={"width": width, "height": height}, service_workers="block"
+        creating = asyncio.ensure_future(
+            browser.new_context(
+                viewport={"width": width, "height": height}, service_workers="block"
+            )
         )
-        page = await context.new_page()
-        return Spare(context, page, await kind.prepare(context, page))
+        try:
+            # Shielded: a context the browser makes for a caller that was cancelled meanwhile
+            # is closed once it exists, instead of living as long as the browser.
+            context = await asyncio.shield(creating)
+        except asyncio.CancelledError:
+            self.closing.add(creating)
+            creating.add_done_callback(self._close_unwanted)
+            raise
+        try:
+            page = await context.new_page()
+            return Spare(context, page, await kind.prepare(context, page))
+        except BaseException:
+            self.close_later(context)
+            raise
+
+    def _close_unwanted(self, creating: asyncio.Future) -> None:
+        self.closing.discard(creating)
+        if not creating.cancelled() and creating.exception() is None:
+            self.close_later(creating.result())
 
     async def take_context(self, kind: ContextKind) -> Spare:
         """A fresh, prepared context and page: a spare when one is ready, else a new one.
@@ -355,6 +396,12 @@ class BrowserHost:
         for owners in list(self.owners.values()):  # a copy made under the GIL: thread-safe
             owners.discard(owner)
 
+    def close_later(self, context: Any) -> None:
+        """Close `context` in the background (call on the host loop)."""
+        task = asyncio.get_running_loop().create_task(_close_quietly(context))
+        self.closing.add(task)  # the loop keeps only weak references to its tasks
+        task.add_done_callback(self.closing.discard)
+
     async def _refill(self, kind: ContextKind) -> None:
         try:
             spare = await self._new_spare(kind)
@@ -380,7 +427,7 @@ class BrowserHost:
             return  # a forked child inherited this host (and its exit hook): not its browser
         with self.lock:
             loop, thread = self.loop, self.thread
-            self.loop = self.thread = None
+            self.loop = self.thread = self.bridge = None
             self.closed = True
         if loop is not None:
             future = asyncio.run_coroutine_threadsafe(self._shutdown(), loop)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import io
 import json
 import os
@@ -15,6 +15,7 @@ import numpy as np
 from gymnasium import spaces as gym_spaces
 
 from rllm_envs.core import spaces
+from rllm_envs.core.async_env import NATIVE_ASYNC_KEY, Io, Turn, adrive, drive
 from rllm_envs.core.extras import require_extra
 from rllm_envs.core.failures import InfrastructureFailure
 from rllm_envs.core.snapshots import SnapshotUnsupported
@@ -27,6 +28,7 @@ from rllm_envs.web.browser import (
     LOOP_SLACK_SECONDS,
     BrowserHost,
     ContextKind,
+    Spare,
     acquire_host,
     find_browser,
     release_host,
@@ -193,6 +195,9 @@ def load_web_tasks(
 class WebEnv(TextEnv):
     """See the package docstring (`rllm_envs.web`) for the full contract."""
 
+    # The browser is driven on the host's loop: areset/astep await it, no thread waits.
+    metadata = {**TextEnv.metadata, NATIVE_ASYNC_KEY: True}
+
     def __init__(
         self,
         tasks: str | Sequence[Row] | TaskSet = "suite",
@@ -261,19 +266,29 @@ class WebEnv(TextEnv):
         return resources.server, resources.host
 
     def begin(self, task: Row) -> tuple[Any, dict[str, Any]]:
+        return drive(self._begin_turn(task))
+
+    async def abegin(self, task: Row) -> tuple[Any, dict[str, Any]]:
+        return await adrive(self._begin_turn(task))
+
+    def _begin_turn(self, task: Row) -> Turn[tuple[Any, dict[str, Any]]]:
         episode = plan_episode(task)  # a bad row fails here, before the last episode ends
         if episode.family is not None and not any(k in task for k in ("task_id", "id", "uid")):
             task["task_id"] = f"web/{episode.family.name}/{int(task.get('seed', 0))}"
-        view, note = self._open(episode, ())
+        view, note = yield from self._open_turn(episode, ())
         intro = f"Web task. Goal: {episode.goal}\n\n{GRAMMAR}\n\n"
         info = {"goal": episode.goal, "url": self._shown(view.url)}
         if episode.family is not None:
             info["family"] = episode.family.name
         return self._observe(intro + self._page_text(view, note), view), info
 
-    def _open(self, episode: _Episode, replayed: Sequence[PageAction]) -> tuple[PageView, str]:
+    def _open_turn(
+        self, episode: _Episode, replayed: Sequence[PageAction]
+    ) -> Turn[tuple[PageView, str]]:
         """Make `episode` this env's episode on a fresh page, with `replayed` actions applied
         to it (a snapshot's restore); the page's view and the last note."""
+        if self.resources.server is None or self.resources.host is None:
+            yield Io.in_thread(self._acquire)  # starts the task server (once per process)
         server, host = self._acquire()
         allowed = (
             server.origin,
@@ -295,11 +310,11 @@ class WebEnv(TextEnv):
             finally:
                 # Housekeeping after the page is up, while the agent reads it.
                 if old_tab is not None:
-                    asyncio.get_running_loop().create_task(close_tab(old_tab))
+                    host.close_later(old_tab.context)
                 host.refill(kind, owner=id(self.resources))
 
         budget = self.timeouts.budget() * (1 + len(replayed)) + LAUNCH_TIMEOUT_SECONDS
-        tab, view, note = host.run(open_episode(), budget)
+        tab, view, note = yield host.io(open_episode, budget)
         self.resources.tab, episode.view = tab, view
         episode.actions = list(replayed)
         return view, note
@@ -309,6 +324,17 @@ class WebEnv(TextEnv):
     ) -> tuple[Tab, PageView, str]:
         """On the host loop: take a spare context and put the episode's page in it."""
         spare = await host.take_context(kind)
+        try:
+            return await self._open_page(episode, spare, server)
+        except BaseException:
+            # Failed, timed out or cancelled (an astep's caller gave up) before the env held
+            # the page: nobody else would close this context before the browser closes.
+            host.close_later(spare.context)
+            raise
+
+    async def _open_page(
+        self, episode: _Episode, spare: Spare, server: TaskServer
+    ) -> tuple[Tab, PageView, str]:
         family, instance = episode.family, episode.instance
         if family is None or instance is None:
             return await open_tab(
@@ -357,6 +383,12 @@ class WebEnv(TextEnv):
         return ContextKind(key, self.viewport, prepare)
 
     def act(self, action: str) -> Transition:
+        return drive(self._act_turn(action))
+
+    async def aact(self, action: str) -> Transition:
+        return await adrive(self._act_turn(action))
+
+    def _act_turn(self, action: str) -> Turn[Transition]:
         episode, tab, host = self.episode, self.resources.tab, self.resources.host
         assert episode is not None and tab is not None and host is not None
         parsed = parse_action(action)
@@ -389,7 +421,8 @@ class WebEnv(TextEnv):
                 return Transition(self._observe(text, episode.view), info=info)
         # Logged before it runs: an action that fails half-way has still touched the page.
         episode.actions.append(PageAction(web_action, self._shown(url) if url else None))
-        view, note = host.run(act(tab, web_action, url, self.screenshot), self.timeouts.budget())
+        browse = functools.partial(act, tab, web_action, url, self.screenshot)
+        view, note = yield host.io(browse, self.timeouts.budget())
         episode.view = view
         episode.note_site(view.url, self.resources.server)
         info["url"] = self._shown(view.url)
@@ -494,7 +527,7 @@ class WebEnv(TextEnv):
                 self.last_image = state.last_image.copy()
             return
         assert self.task is not None
-        view, _ = self._open(plan_episode(self.task), state.actions)
+        view, _ = drive(self._open_turn(plan_episode(self.task), state.actions))
         rebuilt = self._fingerprint(view)
         if rebuilt != state.page:
             self.episode_over = True  # the page is not where the snapshot was: no steps on it
