@@ -48,6 +48,7 @@ from gymnasium.utils.passive_env_checker import (
 )
 
 from rllm_envs.core.failures import InfrastructureFailure
+from rllm_envs.core.spaces import action_text
 
 NATIVE_ASYNC_KEY = "rllm.native_async"
 INLINE_SAFE_KEY = "rllm.inline_safe"
@@ -128,8 +129,6 @@ class AsyncTextEnv:
         return self._reset_result(observation, info)
 
     async def astep(self, action: Any) -> StepResult:
-        from rllm_envs.core.text_env import action_text  # text_env imports this module
-
         refused = self._refused_step()
         if refused is not None:
             return refused

@@ -145,3 +145,17 @@ def fit_observation(text: str, space: UnicodeText) -> str:
 # miss them.
 flatten.register(UnicodeText)(vector_text.flatten_text)
 read_from_shared_memory.register(UnicodeText)(vector_text.read_shared_text)
+
+
+def action_text(action: Any) -> str:
+    """The text of an action, whatever type a policy (or `action_space.sample()`) produced."""
+    if isinstance(action, str):
+        text = action
+    elif isinstance(action, (bytes, bytearray)):
+        text = bytes(action).decode("utf-8", "replace")
+    elif action is None:
+        text = ""
+    else:
+        text = str(action)
+    # Lone surrogates cannot be encoded or tokenised; replace them rather than fail later.
+    return text.encode("utf-8", "replace").decode("utf-8")

@@ -29,6 +29,7 @@ from rllm_envs.core import spaces
 from rllm_envs.core.async_env import AsyncTextEnv
 from rllm_envs.core.failures import InfrastructureFailure
 from rllm_envs.core.snapshots import Snapshottable
+from rllm_envs.core.spaces import action_text
 from rllm_envs.core.tasks import Row, TaskSet, task_id
 
 
@@ -70,20 +71,6 @@ def _fresh_value(value: Any) -> Any:
     if isinstance(value, (str, int, float, bool, tuple, bytes, type(None))):
         return value
     return copy.deepcopy(value)  # e.g. numpy arrays: mutable, copied whole
-
-
-def action_text(action: Any) -> str:
-    """The text of an action, whatever type a policy (or `action_space.sample()`) produced."""
-    if isinstance(action, str):
-        text = action
-    elif isinstance(action, (bytes, bytearray)):
-        text = bytes(action).decode("utf-8", "replace")
-    elif action is None:
-        text = ""
-    else:
-        text = str(action)
-    # Lone surrogates cannot be encoded or tokenised; replace them rather than fail later.
-    return text.encode("utf-8", "replace").decode("utf-8")
 
 
 class TextEnv(Snapshottable, AsyncTextEnv, gym.Env[str, str]):

@@ -23,7 +23,7 @@ from pettingzoo import ParallelEnv
 from pettingzoo.utils.conversions import parallel_to_aec
 
 from rllm_envs.core.failures import InfrastructureFailure
-from rllm_envs.core.text_env import action_text
+from rllm_envs.core.spaces import action_text
 from rllm_envs.multiagent import spaces
 from rllm_envs.multiagent.episode_start import seed_and_task
 

@@ -28,7 +28,7 @@ from pettingzoo import AECEnv
 from pettingzoo.utils import wrappers
 from pettingzoo.utils.conversions import turn_based_aec_to_parallel
 
-from rllm_envs.core.text_env import action_text
+from rllm_envs.core.spaces import action_text
 from rllm_envs.multiagent import spaces
 from rllm_envs.multiagent.episode_start import seed_and_task
 from rllm_envs.multiagent.moves import read_move
