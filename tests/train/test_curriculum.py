@@ -274,6 +274,41 @@ def small_pool_from(trainer: NativeTrainer) -> Curriculum:
     )
 
 
+@pytest.mark.slow
+def test_played_ahead_steps_draw_from_the_estimates_their_lag_allows(
+    tmp_path, tiny_model, small_task_file
+):
+    """rollout.mode=async, max_staleness 1: the player picks step s's tasks while step s - 1
+    trains; they are those a curriculum given the observations of steps before s - 1 picks."""
+    from rllm_agents.episodes.records import TRAIN_EPISODES_FOLDER, read_episodes
+
+    output = tmp_path / "run"
+    overrides = curriculum_run(
+        output,
+        tiny_model,
+        small_task_file,
+        4,
+        **{
+            "rollout.mode": "async",
+            "rollout.max_staleness": 1,
+            "trainer.save_every": 0,
+            "trainer.save_episodes": True,
+        },
+    )
+    trainer = NativeTrainer(build_config(overrides=overrides))
+    rows = trainer.train()
+    replay = small_pool_from(trainer)
+    assert replay.lag == 1
+    for step, row in enumerate(rows):
+        plan = replay.plan(step)
+        assert sorted(set(plan.keys)) == row["task_ids"], step
+        episodes = list(
+            read_episodes(output / TRAIN_EPISODES_FOLDER / f"step_{step + 1:04d}.jsonl")
+        )
+        replay.record(step, episodes, plan.repeated(2).keys)
+    assert replay.state == trainer.curriculum.state
+
+
 # -- refusals ---------------------------------------------------------------------------------
 
 
