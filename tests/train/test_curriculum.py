@@ -25,6 +25,7 @@ from rllm_train.native.curriculum import (
     TaskPool,
     TaskRecord,
     curriculum_for_run,
+    entropy,
     fold,
     group_successes,
     learning_progress,
@@ -169,6 +170,11 @@ def test_a_lagging_draw_uses_only_the_steps_before_its_lag():
     # The state keeps the step a lagging draw may not see yet apart, through a checkpoint.
     state = CurriculumState.from_dict(lagging.state.to_dict())
     assert state.settled_before == 2 and list(state.recent) == [2]
+    # Resumed with a larger lag than it was saved with, a run draws from what the checkpoint
+    # settled (it cannot unlearn a step): the same as the run it continues.
+    larger = small_pool_curriculum(lag=2)
+    larger.restore(informed.state.to_dict())
+    assert np.array_equal(larger.plan(3).probabilities, informed.plan(3).probabilities)
 
 
 def test_a_seed_pool_leaves_validation_seeds_out():
@@ -302,6 +308,8 @@ def test_played_ahead_steps_draw_from_the_estimates_their_lag_allows(
     for step, row in enumerate(rows):
         plan = replay.plan(step)
         assert sorted(set(plan.keys)) == row["task_ids"], step
+        # The weights it drew with, too (from step 2 on they differ from a lag of 0's).
+        assert row["curriculum/entropy"] == pytest.approx(entropy(plan.probabilities)), step
         episodes = list(
             read_episodes(output / TRAIN_EPISODES_FOLDER / f"step_{step + 1:04d}.jsonl")
         )

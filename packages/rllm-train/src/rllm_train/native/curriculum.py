@@ -246,11 +246,10 @@ class CurriculumState:
         )
 
     def as_of(self, before: int, settings: CurriculumConfig) -> dict[str, TaskRecord]:
-        """The estimates from the observations of steps before `before` alone."""
-        if before < self.settled_before:
-            raise ValueError(
-                f"the estimates before step {before} are gone (settled up to {self.settled_before})"
-            )
+        """The estimates from the observations of steps before `before` alone - or before
+        `settled_before`, if later: a run resumed with a larger lag (max_staleness) than it
+        was saved with has only those. Either way, steps already recorded, whatever the
+        timing."""
         records = self.records
         for step in range(self.settled_before, before):
             records = fold(records, self.recent.get(step, {}), step, settings)
