@@ -30,6 +30,7 @@ from rllm_agents.run_folder import (
 from rllm_train.config import (
     ALGORITHMS,
     BACKENDS,
+    CURRICULUM_KINDS,
     EXECUTORS,
     ConfigError,
     TrainConfig,
@@ -54,6 +55,7 @@ examples:
   rllm-train --executor ray --ray-address HEAD:6379 rollout.dispatch=async   # envs on Ray
   rllm-train --env kuhn_poker_v0 multiagent.seats.player_1=random   # vs a scripted player
   rllm-train --env tictactoe_v0 --algorithm rae rollout.n=1           # self-play, every seat
+  rllm-train --env rllm/FrozenLake-v0 --curriculum plr    # tasks weighted by measured success
   rllm-train --env rllm/Math-v0 --agent-program examples/gateway/math_agent.py:run   # a program
   rllm-train --env rllm/Math-v0 --agent-cmd "python my_agent.py"      # a program as a command
   rllm-train --algorithm sft --data runs/eval --output runs/sft    # fine-tune on the best episodes
@@ -65,6 +67,7 @@ FLAG_KEYS: dict[str, str] = {
     "env": "env.id",
     "model": "model.name",
     "algorithm": "algorithm.name",
+    "curriculum": "curriculum.kind",
     "backend": "trainer.backend",
     "steps": "trainer.steps",
     "output": "trainer.output",
@@ -116,6 +119,12 @@ def build_parser() -> CommandParser:
         help="'smollm2' (default, shipped), 'tiny' (random, for tests) or a local HF model dir",
     )
     parser.add_argument("--algorithm", choices=ALGORITHMS, help="default grpo")
+    parser.add_argument(
+        "--curriculum",
+        choices=CURRICULUM_KINDS,
+        help="which training tasks a step plays: uniform (default) or weighted by measured "
+        "success (docs/training/curriculum.md)",
+    )
     parser.add_argument(
         "--backend",
         choices=BACKENDS,

@@ -59,11 +59,16 @@ def run_data(config: TrainConfig) -> RunData:
     )
 
 
-def step_rows(rows: TaskSet, run_seed: int, step: int, count: int) -> list[Row]:
-    """The rows of training step `step`: fixed by the run seed and the step (resumable)."""
+def step_row_indices(size: int, run_seed: int, step: int, count: int) -> list[int]:
+    """The indices, among `size` rows, of training step `step`'s rows: fixed by the run seed
+    and the step (resumable); distinct unless the step wants more rows than there are."""
     generator = np.random.default_rng([run_seed, step, TASK_STREAM])
-    picked = generator.choice(len(rows), size=count, replace=count > len(rows))
-    return [rows[int(index)] for index in picked]
+    return [int(i) for i in generator.choice(size, size=count, replace=count > size)]
+
+
+def step_rows(rows: TaskSet, run_seed: int, step: int, count: int) -> list[Row]:
+    """The rows of training step `step` (the uniform draw; see step_row_indices)."""
+    return [rows[index] for index in step_row_indices(len(rows), run_seed, step, count)]
 
 
 def validation_rows(rows: TaskSet, count: int) -> list[Row]:

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 from rllm_agents.run_folder import write_atomic
 
+from rllm_train.config.curriculum import CURRICULUM_KINDS, CurriculumConfig, check_curriculum
 from rllm_train.config.rollout_correction import RolloutCorrectionConfig, check_rollout_correction
 from rllm_train.config.tree import TreeConfig, tree_problems
 from rllm_train.verl.options import VerlOptions
@@ -247,6 +248,7 @@ class TrainConfig:
     program: ProgramConfig = field(default_factory=ProgramConfig)
     multiagent: MultiAgentConfig = field(default_factory=MultiAgentConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     sft: SFTConfig = field(default_factory=SFTConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
@@ -266,6 +268,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "rollout.executor": EXECUTORS,
     "rollout.mode": ROLLOUT_MODES,
     "rollout.engine": ROLLOUT_ENGINES,
+    "curriculum.kind": CURRICULUM_KINDS,
 }
 
 # Numbers that must be positive (> 0) or non-negative (>= 0).
@@ -284,6 +287,7 @@ POSITIVE = (
     "trainer.ppo_epochs",
     "trainer.keep_checkpoints",
     "sft.batch_size",
+    "curriculum.temperature",
 )
 NON_NEGATIVE = (
     "rollout.temperature",
@@ -300,6 +304,7 @@ NON_NEGATIVE = (
     "trainer.val_tasks",
     "trainer.max_grad_norm",
     "trainer.cpu_threads",
+    "curriculum.seed_pool",
 )
 
 
@@ -552,10 +557,31 @@ def validate(config: TrainConfig) -> None:
     problems = tree_problems(config)
     if problems:
         raise ConfigError("; ".join(problems))
+    _check_curriculum(config)
     if config.algorithm.name in ("grpo", "rloo") and config.rollout.n < 2:
         raise ConfigError(
             f"rollout.n: {config.algorithm.name} compares rollouts within a group, so it needs "
             f"at least 2 per task, got {config.rollout.n}"
+        )
+
+
+def _check_curriculum(config: TrainConfig) -> None:
+    problems = check_curriculum(config.curriculum)
+    if problems:
+        raise ConfigError("; ".join(problems))
+    kind = config.curriculum.kind
+    if not config.curriculum.weighted:
+        return
+    if config.trainer.backend != "native":
+        raise ConfigError(
+            f"curriculum.kind={kind}: the {config.trainer.backend} backend draws its batches "
+            "with its own data loader, which the curriculum does not steer; use --backend "
+            "native or curriculum.kind=uniform"
+        )
+    if config.algorithm.name == "sft":
+        raise ConfigError(
+            f"curriculum.kind={kind}: --algorithm sft trains on recorded episodes and plays no "
+            "tasks; leave curriculum.kind=uniform"
         )
 
 

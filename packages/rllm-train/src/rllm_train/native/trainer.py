@@ -1,7 +1,8 @@
 """The native training loop: rollouts -> advantages -> clipped policy update, step after step.
 
-Each step draws ``tasks_per_step`` task seeds (a pure function of the run seed and the step
-number, so a resumed run sees exactly the data the uninterrupted one would), plays ``n``
+Each step draws ``tasks_per_step`` tasks (a pure function of the run seed, the step number and
+the curriculum's success estimates, which checkpoints keep, so a resumed run sees exactly the
+data the uninterrupted one would: :mod:`.curriculum`), plays ``n``
 episodes per task with the current weights through its sampler (:mod:`.sampler`: the execution
 engine over a local engine serving the very model being trained, so rollouts always use the
 latest update, each request seeded from the run seed, the step, the episode and the turn),
@@ -41,7 +42,7 @@ from rllm_agents.types import Episode
 
 from rllm_train import algorithms
 from rllm_train.config import ConfigError, TrainConfig, save_config
-from rllm_train.datasets import RunData, run_data, step_rows, validation_rows
+from rllm_train.datasets import RunData, run_data, validation_rows
 from rllm_train.envs import make_env_factory
 from rllm_train.native import checkpoint, reporting, rollout_correction
 from rllm_train.native.agent import agent_class_for, default_agent_args
@@ -52,6 +53,12 @@ from rllm_train.native.batch import (
     model_tokens,
     to_tensors,
     trained_trajectories,
+)
+from rllm_train.native.curriculum import (
+    CURRICULUM_KEY,
+    PlannedStep,
+    curriculum_for_run,
+    step_task_seeds,
 )
 from rllm_train.native.engine_apart import (
     EngineApart,
@@ -83,12 +90,6 @@ from rllm_train.native.tree import TreeSampler, check_tree_env
 VALIDATION_STREAM = 1_000_003  # seeds validation tasks apart from training ones
 SAMPLING_STREAM = 7  # seeds the model's draws apart from the task draws
 ROLE_BASELINES = "role_baselines"  # where a checkpoint keeps RAE's baselines
-
-
-def step_task_seeds(run_seed: int, step: int, count: int) -> list[int]:
-    """The task seeds of training step `step` (0-based): fixed by the run seed and the step."""
-    generator = np.random.default_rng([run_seed, step])
-    return [int(seed) for seed in generator.integers(0, 2**31 - 1, size=count)]
 
 
 def validation_seeds(run_seed: int, count: int) -> list[int]:
@@ -204,6 +205,13 @@ class NativeTrainer:
         # train/test pair); multi-agent games are drawn from seeds.
         self.data = run_data(config) if self.multiagent is None else RunData()
         self.program = check_program_run(config, self.multiagent, self.data)
+        # Which tasks each step plays (uniform, or weighted by measured success).
+        self.curriculum = curriculum_for_run(
+            config,
+            self.data,
+            multiagent=self.multiagent is not None,
+            validation_seeds=validation_seeds(config.trainer.seed, config.trainer.val_tasks),
+        )
         check_engine_apart(config)
         if self.plays_apart and self.multiagent is not None:
             raise ConfigError(
@@ -676,32 +684,24 @@ class NativeTrainer:
             return self._forward(part)[0]
 
     # -- one step, validation, the loop ----------------------------------------------------
-    def _step_tasks(self, step: int) -> tuple[list[int], list[dict[str, Any]] | None]:
-        """The env seeds of step `step`'s episodes (each task `rollout.n` times) and, when the
-        run trains on data rows, their rows."""
-        rollout = self.config.rollout
-        run_seed = self.config.trainer.seed
-        task_seeds = step_task_seeds(run_seed, step, rollout.tasks_per_step)
-        seeds = [seed for seed in task_seeds for _ in range(rollout.n)]
-        tasks = None
-        if self.data.train is not None:
-            rows = step_rows(self.data.train, run_seed, step, rollout.tasks_per_step)
-            tasks = [row for row in rows for _ in range(rollout.n)]
-        return seeds, tasks
+    def _step_tasks(self, step: int) -> PlannedStep:
+        """Step `step`'s episodes, one entry each (each task `rollout.n` times): env seed,
+        row when the run trains on data rows, task key (the curriculum's plan)."""
+        return self.curriculum.plan(step).repeated(self.config.rollout.n)
 
     def _play_step(self, sampler: EpisodeSampler, step: int) -> Rollout:
-        seeds, tasks = self._step_tasks(step)
+        tasks = self._step_tasks(step)
         sampling_seed = step_sampling_seed(self.config.trainer.seed, step)
         return sampler.sample(
-            seeds, self.config.rollout.temperature, sampling_seed, **rows_given(tasks)
+            tasks.seeds, self.config.rollout.temperature, sampling_seed, **rows_given(tasks.rows)
         )
 
-    def _episodes_of(self, step: int) -> tuple[Rollout, list[int], int, dict[str, Any]]:
-        """Step `step`'s episodes, the env seed of each, the weights version that played them,
+    def _episodes_of(self, step: int) -> tuple[Rollout, PlannedStep, int, dict[str, Any]]:
+        """Step `step`'s episodes, the task of each, the weights version that played them,
         and metrics of where they came from."""
-        seeds, _ = self._step_tasks(step)
+        tasks = self._step_tasks(step)
         if self.play_ahead is None:
-            return self._play_step(self.training_sampler, step), seeds, step, {}
+            return self._play_step(self.training_sampler, step), tasks, step, {}
         played, waited = self.play_ahead.take(step)
         # Episodes older than max_staleness allows: only from a checkpoint written under a
         # larger max_staleness (the player never starts a step on older weights).
@@ -713,13 +713,12 @@ class NativeTrainer:
             played.rollout,
             episodes=[e for e, keep in zip(played.rollout.episodes, fresh, strict=True) if keep],
         )
-        kept_seeds = [seed for seed, keep in zip(seeds, fresh, strict=True) if keep]
         origin = {
             "async/wait_s": waited,
             "async/version": played.version,
             "async/dropped_stale": fresh.count(False),
         }
-        return rollout, kept_seeds, played.version, origin
+        return rollout, tasks.kept(fresh), played.version, origin
 
     def _publish_weights(self) -> None:
         """Hand the weights after this update to the engine apart, if a later step needs them."""
@@ -728,13 +727,18 @@ class NativeTrainer:
 
     def train_step(self, step: int) -> dict[str, Any]:
         started = time.perf_counter()
-        sampled, seeds, played_by, origin = self._episodes_of(step)
+        sampled, tasks, played_by, origin = self._episodes_of(step)
         episodes = sampled.episodes
         self.last_episodes = episodes  # for inspection (benchmarks, debugging)
         if self.config.trainer.save_episodes:
             self.save_episodes(step, episodes, played_by)
         rollout_seconds = time.perf_counter() - started
-        groups = sampled.groups or [str(seed) for seed in seeds]
+        groups = sampled.groups or [str(seed) for seed in tasks.seeds]
+        curriculum_metrics = {}
+        if self.multiagent is None:
+            # Before this step's weights are published: the steps played ahead plan with it.
+            self.curriculum.record(step, episodes, tasks.keys)
+            curriculum_metrics = self.curriculum.metrics(tasks, episodes, groups)
         sequences = episodes_to_sequences(
             episodes,
             groups,
@@ -772,6 +776,7 @@ class NativeTrainer:
             "time/update_s": update_seconds,
             "time/step_s": time.perf_counter() - started,
             **origin,
+            **curriculum_metrics,
             **(seat_metrics(episodes) if self.multiagent is not None else {}),
             **self._baseline_metrics(),
         }
@@ -878,6 +883,7 @@ class NativeTrainer:
         if self.role_baselines is not None:
             self.role_baselines.values = dict(state.extra.get(ROLE_BASELINES, {}))
         self._restored_played = [PlayedStep.from_dict(d) for d in state.extra.get(PENDING_KEY, [])]
+        self.curriculum.restore(state.extra.get(CURRICULUM_KEY))
         self.completed_steps = state.step
 
     def save_checkpoint(self) -> Path:
@@ -897,6 +903,8 @@ class NativeTrainer:
         extra: dict[str, Any] = {}
         if self.role_baselines is not None:
             extra[ROLE_BASELINES] = dict(self.role_baselines.values)
+        if self.multiagent is None:
+            extra[CURRICULUM_KEY] = self.curriculum.state.to_dict()
         if self.play_ahead is not None:
             # The episodes played ahead by weights this checkpoint does not hold (async_rollouts).
             pending = self.play_ahead.pending(self.completed_steps)
