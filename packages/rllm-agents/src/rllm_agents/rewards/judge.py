@@ -75,7 +75,9 @@ class JudgeSettings:
         if not 0.0 <= self.default_score <= 1.0:
             raise ValueError(f"default_score must be from 0 to 1, got {self.default_score}")
         if self.out_of_range not in OUT_OF_RANGE:
-            raise ValueError(f"out_of_range must be one of {OUT_OF_RANGE}, got {self.out_of_range!r}")
+            raise ValueError(
+                f"out_of_range must be one of {OUT_OF_RANGE}, got {self.out_of_range!r}"
+            )
         if self.constrain not in RESPONSE_FORMATS:
             raise ValueError(
                 f"constrain must be one of {', '.join(RESPONSE_FORMATS)}, got {self.constrain!r}"
@@ -103,7 +105,7 @@ class JudgeCall:
     scores: list[float] = field(default_factory=list)  # on 0..1, the default where unknown
     raw_scores: list[float | None] = field(default_factory=list)  # as the judge wrote them
     parse_failure: str | None = None  # why some or all scores are unknown
-    defaulted: int = 0  # scores that took the default
+    defaulted: list[int] = field(default_factory=list)  # positions that took the default
     clipped: int = 0  # scores outside 0..scale brought to the nearest end
     error: str | None = None  # the engine failed: no reply at all
     seconds: float = 0.0
@@ -204,7 +206,7 @@ class Judge:
         call.scores = parsed.with_default(settings.default_score)
         call.raw_scores = list(parsed.raw)
         call.parse_failure = parsed.failure
-        call.defaulted = parsed.unknown
+        call.defaulted = [i for i, score in enumerate(parsed.scores) if score is None]
         call.clipped = parsed.clipped
         return call
 

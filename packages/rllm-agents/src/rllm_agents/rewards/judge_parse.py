@@ -55,9 +55,7 @@ class ParsedScores:
         return sum(score is None for score in self.scores)
 
 
-def parse_scores(
-    reply: str, count: int, scale: float, out_of_range: str = "clip"
-) -> ParsedScores:
+def parse_scores(reply: str, count: int, scale: float, out_of_range: str = "clip") -> ParsedScores:
     """The `count` scores a judge's `reply` gives, normalised to 0..1 (module doc)."""
     if count < 1:
         raise ValueError(f"count must be at least 1, got {count}")

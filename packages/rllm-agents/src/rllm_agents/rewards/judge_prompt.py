@@ -147,7 +147,9 @@ class JudgePrompt:
         """The chat messages asking for the scores of `transcripts` (one: pointwise)."""
         task = _shared_task(transcripts)
         shown = [t[1:] if task is not None else t for t in transcripts]
-        task_block = f"<task>\n{clip_text(task, max_chars)}\n</task>\n\n" if task is not None else ""
+        task_block = (
+            f"<task>\n{clip_text(task, max_chars)}\n</task>\n\n" if task is not None else ""
+        )
         values = {"rubric": rubric, "scale": scale, "task": task_block, "count": len(shown)}
         if len(shown) == 1:
             body = f"<transcript>\n{render_turns(shown[0], max_chars)}\n</transcript>"
@@ -159,7 +161,10 @@ class JudgePrompt:
             )
             user = self.group.format(**values, transcripts=body, transcript=body)
         return [
-            {"role": "system", "content": self.system.format(**values, transcript="", transcripts="")},
+            {
+                "role": "system",
+                "content": self.system.format(**values, transcript="", transcripts=""),
+            },
             {"role": "user", "content": user},
         ]
 

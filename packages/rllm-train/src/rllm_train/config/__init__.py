@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 from rllm_agents.run_folder import write_atomic
 
+from rllm_train.config.reward import RewardConfig, check_judge, judge_refusals
 from rllm_train.config.rollout_correction import RolloutCorrectionConfig, check_rollout_correction
 from rllm_train.verl.options import VerlOptions
 
@@ -238,6 +239,8 @@ class TrainConfig:
     multiagent: MultiAgentConfig = field(default_factory=MultiAgentConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    # A judge model's score as the reward (config/reward.py; docs/agents/judge.md).
+    reward: RewardConfig = field(default_factory=RewardConfig)
     sft: SFTConfig = field(default_factory=SFTConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     verl: VerlOptions = field(default_factory=VerlOptions)  # used by the verl backend only
@@ -530,6 +533,13 @@ def validate(config: TrainConfig) -> None:
         )
     problems = check_rollout_correction(
         config.algorithm.rollout_correction, "algorithm.rollout_correction"
+    )
+    problems += check_judge(config.reward.judge, "reward.judge")
+    problems += judge_refusals(
+        config.reward.judge,
+        "reward.judge",
+        backend=config.trainer.backend,
+        algorithm=config.algorithm.name,
     )
     if problems:
         raise ConfigError("; ".join(problems))

@@ -42,6 +42,7 @@ class Rollout:
     episodes: list[Episode]
     generate_seconds: float = 0.0  # the model engine busy sampling
     env_seconds: float = 0.0  # env calls, summed over episodes
+    judge_seconds: float = 0.0  # a judge model scoring them (reward.judge; native/judging.py)
 
 
 class EpisodeSampler(Protocol):
