@@ -108,9 +108,28 @@ def test_judge_settings_that_cannot_work_are_refused_naming_the_key(changes, mes
         build_config(overrides=overrides)
 
 
-def test_a_multi_agent_game_is_refused_before_any_model_loads(tmp_path, tiny_model):
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"env.id": "kuhn_poker_v0"}, "reward.judge.mode: a multi-agent game"),
+        (
+            {"reward.judge.engine": "openai", "reward.judge.base_url": "http://127.0.0.1:9/v1",
+             "reward.judge.api_key_env": "RLLM_TEST_NO_SUCH_KEY"},
+            "reward.judge.api_key_env: $RLLM_TEST_NO_SUCH_KEY is not set",
+        ),
+        ({"reward.judge.rubric_file": "EMPTY"}, "is empty"),
+    ],
+)  # fmt: skip
+def test_runs_the_judge_cannot_serve_are_refused_before_any_model_loads(
+    changes, message, tmp_path, monkeypatch
+):
+    monkeypatch.delenv("RLLM_TEST_NO_SUCH_KEY", raising=False)
+    empty = tmp_path / "rubric.txt"
+    empty.write_text("  \n")
+    changes = {k: str(empty) if v == "EMPTY" else v for k, v in changes.items()}
+    # A model that does not exist: a refusal after the model loads would fail otherwise.
     overrides = run_overrides(
-        tmp_path / "run", tiny_model, **{"env.id": "kuhn_poker_v0", "reward.judge.mode": "group"}
+        tmp_path / "run", "no-such-model", **{"reward.judge.mode": "group", **changes}
     )
-    with pytest.raises(ConfigError, match="reward.judge.mode: a multi-agent game"):
+    with pytest.raises(ConfigError, match=re.escape(message)):
         NativeTrainer(build_config(overrides=overrides))

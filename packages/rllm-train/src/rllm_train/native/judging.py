@@ -60,8 +60,6 @@ def _openai_engine(section: JudgeConfig, device: str) -> RolloutEngine:
     from rllm_agents.engines.openai import OpenAIEngine
 
     api_key = os.environ.get(section.api_key_env) if section.api_key_env else None
-    if section.api_key_env and api_key is None:
-        raise ConfigError(f"reward.judge.api_key_env: ${section.api_key_env} is not set")
     return OpenAIEngine(section.base_url, section.model, api_key=api_key)
 
 
@@ -81,29 +79,34 @@ def judge_settings(section: JudgeConfig) -> JudgeSettings:
     constrain = section.constrain
     if constrain == AUTO:
         constrain = AUTO_CONSTRAINT[section.engine]
-    try:
-        return JudgeSettings(
-            rubric=rubric,
-            prompt=prompt,
-            scale=section.scale,
-            default_score=section.default_score,
-            out_of_range=section.out_of_range,
-            constrain=constrain,
-            temperature=section.temperature,
-            max_tokens=section.max_tokens,
-            max_chars=section.max_chars,
-        )
-    except ValueError as error:  # an empty rubric file
-        raise ConfigError(f"reward.judge: {error}") from None
+    return JudgeSettings(
+        rubric=rubric,
+        prompt=prompt,
+        scale=section.scale,
+        default_score=section.default_score,
+        out_of_range=section.out_of_range,
+        constrain=constrain,
+        temperature=section.temperature,
+        max_tokens=section.max_tokens,
+        max_chars=section.max_chars,
+    )
 
 
 def check_judge_run(config: TrainConfig, multiagent: Any) -> None:
-    """Refuse what the judge cannot score, before anything slow starts."""
-    if config.reward.judge.on and multiagent is not None:
+    """Refuse what the judge cannot score, or cannot start with, before anything slow starts
+    (what the config alone decides is checked with it: config/reward.py)."""
+    section = config.reward.judge
+    if not section.on:
+        return
+    if multiagent is not None:
         raise ConfigError(
             "reward.judge.mode: a multi-agent game's seats would each need a rubric of their "
             "own; the judge scores single-agent episodes"
         )
+    if section.api_key_env and section.api_key_env not in os.environ:
+        raise ConfigError(f"reward.judge.api_key_env: ${section.api_key_env} is not set")
+    if section.rubric_file and not Path(section.rubric_file).read_text(encoding="utf-8").strip():
+        raise ConfigError(f"reward.judge.rubric_file: {section.rubric_file} is empty")
 
 
 def task_groups(episodes: Sequence[Episode], groups: Sequence[str]) -> dict[str, list[int]]:
@@ -132,7 +135,7 @@ class EpisodeJudging:
         episodes = rollout.episodes
         members = task_groups(episodes, groups)
         if self.section.mode == "group":
-            batches = [(group, indices) for group, indices in members.items()]
+            batches = list(members.items())
         else:
             batches = [(group, [i]) for group, indices in members.items() for i in indices]
         started = time.perf_counter()
