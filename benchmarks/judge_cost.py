@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import time
 
@@ -105,6 +106,7 @@ def main() -> None:
         judge.close()
     for name in times:
         print(describe(name, times[name], calls[name]))
+    print(f"load average at the end (1 min): {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"groups whose scores rise with the position: {rising} of {args.groups}")
     print(f"replies scored the same in both orders: {kept} of {replies}")
 

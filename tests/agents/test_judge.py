@@ -199,27 +199,28 @@ def smollm2_judge(llamacpp_server):
     judge.close()
 
 
-def test_smollm2_on_llamacpp_gives_scores_that_parse_pointwise_and_as_a_group(smollm2_judge):
-    group = smollm2_judge.run(smollm2_judge.score(group_of(REPLIES)))
-    single = smollm2_judge.run(smollm2_judge.score(group_of(["A banana."])))
-    for call, count in ((group, 4), (single, 1)):
-        assert call.parse_failure is None, call.reply
-        assert call.defaulted == []
-        assert len(call.scores) == count
-        assert all(0.0 <= score <= 1.0 for score in call.scores)
-        # Whole numbers 0..10 as the schema asks, divided by the scale.
-        assert [raw / 10 for raw in call.raw_scores] == pytest.approx(call.scores)
-        assert all(float(raw).is_integer() for raw in call.raw_scores)
+def test_smollm2_on_llamacpp_scores_a_group_in_a_reply_that_parses(smollm2_judge):
+    """(Pointwise replies are checked by the wrapper tests below.)"""
+    call = smollm2_judge.run(smollm2_judge.score(group_of(REPLIES)))
+    assert call.mode == "group"
+    assert call.parse_failure is None, call.reply
+    assert call.defaulted == []
+    assert len(call.scores) == 4
+    assert all(0.0 <= score <= 1.0 for score in call.scores)
+    # Whole numbers 0..10 as the schema asks, divided by the scale.
+    assert [raw / 10 for raw in call.raw_scores] == pytest.approx(call.scores)
+    assert all(float(raw).is_integer() for raw in call.raw_scores)
 
 
 # -- the Gymnasium wrapper ----------------------------------------------------------------------
 
 
 def test_wrapper_withholds_env_rewards_and_ends_with_the_judges_score(smollm2_judge, tmp_path):
-    """CartPole pays 1 a step: with replace, every step returns 0 and the last one the score."""
+    """CartPole pays 1 a step (3 steps here): with replace, every step returns 0 and the last
+    one the score."""
     log_path = tmp_path / "judge.jsonl"
     env = JudgeReward(
-        gym.make("rllm/GymText-v0", env_id="CartPole-v1"),
+        gym.make("rllm/GymText-v0", env_id="CartPole-v1", max_episode_steps=3),
         smollm2_judge,
         weight=2.0,
         log_path=log_path,
@@ -228,12 +229,12 @@ def test_wrapper_withholds_env_rewards_and_ends_with_the_judges_score(smollm2_ju
     env.reset(seed=0)
     rewards, env_rewards, done, info = [], [], False, {}
     while not done:
-        _, reward, terminated, truncated, info = env.step("0")  # always push left: falls soon
+        _, reward, terminated, truncated, info = env.step("0")
         rewards.append(reward)
         env_rewards.append(info["env_reward"])
         done = terminated or truncated
     env.close()
-    assert all(reward == 1.0 for reward in env_rewards)
+    assert env_rewards == [1.0, 1.0, 1.0]
     assert rewards[:-1] == [0.0] * (len(rewards) - 1)
     call = info["judge"]
     assert call["parse_failure"] is None, call["reply"]

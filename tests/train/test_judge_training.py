@@ -46,11 +46,12 @@ def test_group_judged_rewards_are_what_the_advantages_come_from(tmp_path, tiny_m
             "reward.judge.mode": "group",  # engine: llama.cpp serving SmolLM2, the default
             "reward.judge.rubric": "The reply does what the prompt asks, in plain words.",
             "trainer.save_episodes": True,
+            "trainer.steps": 1,
         },
     )
     trainer = RecordingTrainer(build_config(overrides=overrides))
     rows = trainer.train()
-    assert len(rows) == len(trainer.batches) == 2
+    assert len(rows) == len(trainer.batches) == 1
     for step, (row, batch) in enumerate(zip(rows, trainer.batches, strict=True), start=1):
         episodes = [
             Episode.from_dict(record)
