@@ -59,7 +59,9 @@ class JudgeSettings:
     prompt: JudgePrompt = field(default_factory=JudgePrompt)
     scale: int = 10  # the judge writes whole numbers 0..scale; scores are divided by it
     default_score: float = 0.0  # on 0..1: what a score the reply lacks becomes
-    out_of_range: str = "clip"  # a score outside 0..scale: "clip" it or "refuse" it (default)
+    # A score outside 0..scale: "clip" it to the nearest end, or "refuse" it (it takes the
+    # default score).
+    out_of_range: str = "clip"
     constrain: str = "json_object"  # RESPONSE_FORMATS: how replies are held to the schema
     temperature: float = 0.0
     max_tokens: int = 256

@@ -17,6 +17,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rllm_agents.rewards.judge_prompt import MAX_SCALE
+
 JUDGE_MODES = ("off", "pointwise", "group")
 JUDGE_ENGINES = ("llamacpp", "local", "openai")
 REWARD_USES = ("replace", "add")
@@ -93,8 +95,8 @@ def check_judge(section: JudgeConfig, where: str) -> list[str]:
         problems.append(f"{where}.rubric_file: no such file: {section.rubric_file}")
     if section.engine == "openai" and not section.base_url:
         problems.append(f"{where}.base_url: the openai judge engine needs the server's URL")
-    if not 1 <= section.scale <= 100:
-        problems.append(f"{where}.scale: must be from 1 to 100, got {section.scale}")
+    if not 1 <= section.scale <= MAX_SCALE:
+        problems.append(f"{where}.scale: must be from 1 to {MAX_SCALE}, got {section.scale}")
     if not 0.0 <= section.default_score <= 1.0:
         problems.append(f"{where}.default_score: must be from 0 to 1, got {section.default_score}")
     if not math.isfinite(section.weight):
