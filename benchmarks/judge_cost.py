@@ -1,7 +1,7 @@
 """What a judge reward costs and how much its scores say: SmolLM2 on llama.cpp judging groups of
 SmolLM2's own replies to rllm/OpenEnded-v0's prompts.
 
-    python benchmarks/judge_cost.py [--groups 16] [--n 4] [--slots 1]
+    python benchmarks/judge_cost.py [--groups 16] [--n 4] [--slots N]
 
 For each of `--groups` prompts, `--n` replies are sampled (temperature 1, 48 tokens) from the
 same server; then each group is judged three ways, timed per call:
@@ -77,11 +77,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--groups", type=int, default=16)
     parser.add_argument("--n", type=int, default=4)
-    parser.add_argument("--slots", type=int, default=1)
+    parser.add_argument("--slots", type=int, default=None, help="default: one per core, at most 4")
     args = parser.parse_args()
     started = time.perf_counter()
     engine = LlamaCppEngine.start("smollm2", slots=args.slots)
-    print(f"llama.cpp SmolLM2, {args.slots} server(s): up in {time.perf_counter() - started:.1f} s")
+    up = time.perf_counter() - started
+    print(f"llama.cpp SmolLM2, {engine.serving_slots} server(s): up in {up:.1f} s")
     judge = Judge(engine, JudgeSettings(rubric=RUBRIC), owns_engine=True)
     times: dict[str, list[float]] = {"group": [], "group, reversed": [], "pointwise": []}
     calls: dict[str, list[JudgeCall]] = {name: [] for name in times}

@@ -43,7 +43,10 @@ class JudgeConfig:
     model: str = "smollm2"
     base_url: str = ""  # openai: the server (http://host:port/v1)
     api_key_env: str = ""  # openai: the environment variable that holds the API key, if any
-    slots: int = 1  # llamacpp: servers side by side (each answers one request at a time)
+    # llamacpp: servers side by side, each answering one request at a time on its share of
+    # the cores; 0: one per core, at most 4 (as rllm-eval runs them). One server on every core
+    # was several times slower on a busy machine (its threads wait for each other).
+    slots: int = 0
     rubric: str = ""  # what a good episode is; empty: rllm_agents.rewards.DEFAULT_RUBRIC
     rubric_file: str = ""  # a text file holding the rubric (instead of rubric)
     prompt_file: str = ""  # a YAML file with templates: system, pointwise, group (any of them)
@@ -101,8 +104,8 @@ def check_judge(section: JudgeConfig, where: str) -> list[str]:
         problems.append(f"{where}.default_score: must be from 0 to 1, got {section.default_score}")
     if not math.isfinite(section.weight):
         problems.append(f"{where}.weight: must be a finite number, got {section.weight}")
-    if section.slots < 1:
-        problems.append(f"{where}.slots: must be at least 1, got {section.slots}")
+    if section.slots < 0:
+        problems.append(f"{where}.slots: must be 0 (one per core) or more, got {section.slots}")
     if section.max_tokens < 1:
         problems.append(f"{where}.max_tokens: must be at least 1, got {section.max_tokens}")
     if section.temperature < 0:
