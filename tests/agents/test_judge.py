@@ -199,6 +199,8 @@ def smollm2_judge(llamacpp_server):
     judge.close()
 
 
+@pytest.mark.slow
+@pytest.mark.llamacpp
 def test_smollm2_on_llamacpp_scores_a_group_in_a_reply_that_parses(smollm2_judge):
     """(Pointwise replies are checked by the wrapper tests below.)"""
     call = smollm2_judge.run(smollm2_judge.score(group_of(REPLIES)))
@@ -215,6 +217,8 @@ def test_smollm2_on_llamacpp_scores_a_group_in_a_reply_that_parses(smollm2_judge
 # -- the Gymnasium wrapper ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
+@pytest.mark.llamacpp
 def test_wrapper_withholds_env_rewards_and_ends_with_the_judges_score(smollm2_judge, tmp_path):
     """CartPole pays 1 a step (3 steps here): with replace, every step returns 0 and the last
     one the score."""
@@ -246,8 +250,11 @@ def test_wrapper_withholds_env_rewards_and_ends_with_the_judges_score(smollm2_ju
     assert logged["reply"] == call["reply"] and logged["task_id"] == info["task_id"]
 
 
+@pytest.mark.slow
+@pytest.mark.llamacpp
 def test_wrapper_adds_the_score_in_the_execution_engine(smollm2_judge, tiny_engine):
-    """Episodes of a graded env played by the execution engine: env reward + judge score."""
+    """An episode of a graded env played by the execution engine (the wrapper's blocking step
+    off its event loop): env reward + judge score."""
 
     def judged_arithmetic():
         return JudgeReward(gym.make("rllm/Arithmetic-v0"), smollm2_judge, use="add")
@@ -259,14 +266,12 @@ def test_wrapper_adds_the_score_in_the_execution_engine(smollm2_judge, tiny_engi
         max_turns=1,
         sampling=SamplingParams(max_tokens=8),
         progress=False,
-        n_parallel=2,
     )
-    episodes = engine.run(seeds=[0, 1])
-    for episode in episodes:
-        [step] = episode.trajectories[0].steps
-        call = step.info["judge"]
-        assert call["parse_failure"] is None, call["reply"]
-        assert episode.reward == pytest.approx(step.info["env_reward"] + call["scores"][0])
+    [episode] = engine.run(seeds=[0])
+    [step] = episode.trajectories[0].steps
+    call = step.info["judge"]
+    assert call["parse_failure"] is None, call["reply"]
+    assert episode.reward == pytest.approx(step.info["env_reward"] + call["scores"][0])
 
 
 def test_a_judge_whose_engine_fails_marks_the_episode_an_infrastructure_failure(tmp_path):

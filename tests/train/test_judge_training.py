@@ -35,6 +35,8 @@ def read_jsonl(path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+@pytest.mark.slow
+@pytest.mark.llamacpp
 def test_group_judged_rewards_are_what_the_advantages_come_from(tmp_path, tiny_model):
     require_part(llamacpp_available(), "llama-cpp-python[server] is not installed")
     output = tmp_path / "run"
