@@ -111,7 +111,7 @@ def test_snapshots_pickle_and_restore_in_another_env_of_the_same_id():
         restore(other, snap)
 
 
-def test_math_and_arithmetic_restore_the_episode():
+def test_math_arithmetic_and_open_ended_prompts_restore_the_episode():
     require_module("math_verify", "rllm/Math-v0 needs the math extra")
     math = gym.make("rllm/Math-v0", max_turns=3)
     math.reset(options={"task": {"question": "What is 6 * 7?", "answer": "42"}})
@@ -131,6 +131,14 @@ def test_math_and_arithmetic_restore_the_episode():
     assert answered[1][3] is True and "ended" in answered[1][0]
     restore(arithmetic, snap)  # back before the answer: the episode is open again
     assert play(arithmetic, ["7", "7"]) == answered
+
+    prompts = gym.make("rllm/OpenEnded-v0")
+    prompts.reset(seed=2)
+    snap = snapshot(prompts)
+    replied = play(prompts, ["A short answer.", "More."])
+    assert replied[0][2] is True and "ended" in replied[1][0]
+    restore(prompts, snap)
+    assert play(prompts, ["A short answer.", "More."]) == replied
 
 
 @pytest.mark.parametrize(

@@ -65,6 +65,8 @@ SINGLE_AGENT: dict[str, SingleAgentScript] = {
     "rllm/Arithmetic-v0": SingleAgentScript(
         {}, lambda task: [f"{task['a']} + {task['b']} = {int(task['a']) + int(task['b'])}"]
     ),
+    # No grader: the reward stays 0 whatever the reply (a judge scores it from outside).
+    "rllm/OpenEnded-v0": SingleAgentScript({}, lambda task: ["A banana is yellow."]),
     "rllm/Code-v0": SingleAgentScript(
         {"max_turns": 2},
         lambda task: ["no code", "```python\nprint(input())\n```"],

@@ -6,6 +6,7 @@ come out. Engines that cannot report tokens (a plain chat API) leave the token f
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -18,9 +19,16 @@ class SamplingParams:
     stop: tuple[str, ...] = ()
     seed: int | None = None
     logprobs: bool = True
+    # The OpenAI request's ``response_format`` as JSON text (a string keeps this hashable),
+    # e.g. ``{"type": "json_object", "schema": {...}}``: servers that constrain decoding to it
+    # (llama.cpp's grammar, vLLM's guided decoding) make the reply follow it. Sent by the
+    # OpenAI-compatible engines; in-process engines (transformers, vLLM) ignore it, so a
+    # caller must still check what comes back (rewards.judge does).
+    response_format: str | None = None
 
     def request_fields(self) -> dict[str, Any]:
-        """These settings under their OpenAI request names (stop and seed only when set)."""
+        """These settings under their OpenAI request names (stop, seed and response_format
+        only when set)."""
         fields: dict[str, Any] = {
             "temperature": self.temperature,
             "top_p": self.top_p,
@@ -30,6 +38,8 @@ class SamplingParams:
             fields["stop"] = list(self.stop)
         if self.seed is not None:
             fields["seed"] = self.seed
+        if self.response_format is not None:
+            fields["response_format"] = json.loads(self.response_format)
         return fields
 
 

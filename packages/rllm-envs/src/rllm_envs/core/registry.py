@@ -29,6 +29,7 @@ ENV_ENTRIES: tuple[EnvEntry, ...] = (
     EnvEntry("rllm/Web-v0", "rllm_envs.web:WebEnv", extra="web"),
     EnvEntry("rllm/SWE-v0", "rllm_envs.swe:SWEEnv", extra="swe"),
     EnvEntry("rllm/Arithmetic-v0", "rllm_envs.arithmetic:ArithmeticEnv"),
+    EnvEntry("rllm/OpenEnded-v0", "rllm_envs.openended:OpenEndedEnv"),
 )
 
 # Old ids kept for one version after an env moved: registered too (so code using them still

@@ -21,6 +21,7 @@ import yaml
 from rllm_agents.run_folder import write_atomic
 
 from rllm_train.config.curriculum import CURRICULUM_KINDS, CurriculumConfig, check_curriculum
+from rllm_train.config.reward import RewardConfig, check_judge, judge_refusals
 from rllm_train.config.rollout_correction import RolloutCorrectionConfig, check_rollout_correction
 from rllm_train.config.tree import TreeConfig, tree_problems
 from rllm_train.verl.options import VerlOptions
@@ -250,6 +251,8 @@ class TrainConfig:
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    # A judge model's score as the reward (config/reward.py; docs/agents/judge.md).
+    reward: RewardConfig = field(default_factory=RewardConfig)
     sft: SFTConfig = field(default_factory=SFTConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     verl: VerlOptions = field(default_factory=VerlOptions)  # used by the verl backend only
@@ -551,6 +554,13 @@ def validate(config: TrainConfig) -> None:
         )
     problems = check_rollout_correction(
         config.algorithm.rollout_correction, "algorithm.rollout_correction"
+    )
+    problems += check_judge(config.reward.judge, "reward.judge")
+    problems += judge_refusals(
+        config.reward.judge,
+        "reward.judge",
+        backend=config.trainer.backend,
+        algorithm=config.algorithm.name,
     )
     if problems:
         raise ConfigError("; ".join(problems))

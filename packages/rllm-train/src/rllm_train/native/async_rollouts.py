@@ -55,6 +55,7 @@ class PlayedStep:
             "episodes": episodes_text(self.rollout.episodes),
             "generate_seconds": self.rollout.generate_seconds,
             "env_seconds": self.rollout.env_seconds,
+            "judge_seconds": self.rollout.judge_seconds,
         }
 
     @classmethod
@@ -64,7 +65,12 @@ class PlayedStep:
             for line in data["episodes"].splitlines()
             if line.strip()
         ]
-        rollout = Rollout(episodes, data["generate_seconds"], data["env_seconds"])
+        rollout = Rollout(
+            episodes,
+            data["generate_seconds"],
+            data["env_seconds"],
+            data.get("judge_seconds", 0.0),  # checkpoints written before it was kept
+        )
         return cls(int(data["step"]), int(data["version"]), rollout)
 
 

@@ -45,6 +45,7 @@ class Rollout:
     # The group of each episode, when the sampler chose them (tree rollouts: the branches of
     # one snapshot); None: the episodes of one task seed are one group.
     groups: list[str] | None = None
+    judge_seconds: float = 0.0  # a judge model scoring them (reward.judge; native/judging.py)
 
 
 class EpisodeSampler(Protocol):

@@ -66,6 +66,7 @@ from rllm_train.native.engine_apart import (
     snapshot_weights,
     start_engine_apart,
 )
+from rllm_train.native.judging import EpisodeJudging, check_judge_run, judge_metrics
 from rllm_train.native.models import ValueHead, frozen_copy, hidden_size, load_policy, pick_device
 from rllm_train.native.multiagent_sampler import (
     TRAINED_SUCCESS,
@@ -219,6 +220,7 @@ class NativeTrainer:
                 "model itself (and its frozen copies); leave rollout.mode=sync, "
                 "rollout.engine=local"
             )
+        check_judge_run(config, self.multiagent)
         self.agent_factory = self._agent_factory(agent_class, agent_args or {})
         check_tree_env(config, None if self.multiagent is not None else env_factory)
         latest = self.output / "checkpoints" / checkpoint.LATEST
@@ -283,6 +285,7 @@ class NativeTrainer:
         self.play_ahead: PlayAhead | None = None
         self._apart_sampler: ExecutionSampler | None = None
         self._restored_played: list[PlayedStep] = []
+        self._judging: EpisodeJudging | None = None
 
     # -- set-up ----------------------------------------------------------------------------
     def _agent_factory(
@@ -365,6 +368,22 @@ class NativeTrainer:
             )
         return self._tree_sampler
 
+    @property
+    def judging(self) -> EpisodeJudging | None:
+        """The judge that scores the episodes (reward.judge; None: the env's rewards), made on
+        first use. A run makes it on its main thread before any episode is played: llama.cpp
+        servers end with the thread that started them."""
+        if self._judging is None and self.config.reward.judge.on:
+            self._judging = EpisodeJudging(self.config.reward.judge, self.output, str(self.device))
+        return self._judging
+
+    def _judged(self, rollout: Rollout, groups: list[str], log_name: str) -> Rollout:
+        """`rollout` with the judge's rewards when the run has a judge (`groups`: the group of
+        each episode, which a group judge ranks together)."""
+        if self.judging is None:
+            return rollout
+        return self.judging.score(rollout, groups, log_name)
+
     def _rollout_limits(self) -> RolloutLimits:
         rollout = self.config.rollout
         return RolloutLimits(
@@ -429,6 +448,9 @@ class NativeTrainer:
         if self._tree_sampler is not None:
             self._tree_sampler.close()
             self._tree_sampler = None
+        if self._judging is not None:
+            self._judging.close()
+            self._judging = None
 
     def _autocast(self):
         if self.autocast_dtype is None:
@@ -692,9 +714,11 @@ class NativeTrainer:
     def _play_step(self, sampler: EpisodeSampler, step: int) -> Rollout:
         tasks = self._step_tasks(step)
         sampling_seed = step_sampling_seed(self.config.trainer.seed, step)
-        return sampler.sample(
+        rollout = sampler.sample(
             tasks.seeds, self.config.rollout.temperature, sampling_seed, **rows_given(tasks.rows)
         )
+        groups = rollout.groups or [str(seed) for seed in tasks.seeds]
+        return self._judged(rollout, groups, f"step_{step + 1:04d}")
 
     def _episodes_of(self, step: int) -> tuple[Rollout, PlannedStep, int, dict[str, Any]]:
         """Step `step`'s episodes, the task of each, the weights version that played them,
@@ -773,6 +797,7 @@ class NativeTrainer:
             "time/rollout_s": rollout_seconds,
             "time/generate_s": sampled.generate_seconds,
             "time/env_s": sampled.env_seconds,
+            **judge_metrics(sampled),
             "time/update_s": update_seconds,
             "time/step_s": time.perf_counter() - started,
             **origin,
@@ -832,12 +857,17 @@ class NativeTrainer:
         count = len(rows) if rows is not None else self.config.trainer.val_tasks
         seeds = validation_seeds(run_seed, count)
         sampling_seed = step_sampling_seed(run_seed, VALIDATION_STREAM + self.completed_steps)
-        episodes = self.sampler.sample(
+        played = self.sampler.sample(
             seeds, rollout.val_temperature, sampling_seed, **rows_given(rows)
-        ).episodes
+        )
+        played = self._judged(
+            played, [str(seed) for seed in seeds], f"val_{self.completed_steps:04d}"
+        )
+        episodes = played.episodes
         rewards = self._rewards(episodes)
         metrics = {
             "val/reward_mean": float(np.mean(rewards)) if rewards else 0.0,
+            **judge_metrics(played, "val/"),
             **(seat_metrics(episodes, "val/") if self.multiagent is not None else {}),
         }
         correct = [float(e.is_correct) for e in episodes if e.is_correct is not None]
@@ -956,6 +986,7 @@ class NativeTrainer:
         rows: list[dict[str, Any]] = list(log.earlier_rows)
         checkpoint_seconds: float | None = None
         try:
+            _ = self.judging  # made here, on the run's main thread (see judging)
             if self.plays_apart and self.completed_steps < trainer.steps:
                 self.play_ahead = self._start_play_ahead()
             start = self.start_metrics() if self.completed_steps == 0 else {}
