@@ -10,6 +10,7 @@ and overrides; only the rollout settings differ:
     async-process   rollout.mode=async rollout.engine=process   (the copy in a process of its
                                                                  own, half the cores' threads)
     async-process-split  the same, and the update held to the other half of the cores
+    async-llamacpp-split one llama.cpp server on half the cores, the update on the other half
     sync-llamacpp   rollout.mode=sync  rollout.engine=llamacpp  (llama.cpp generates; F16 export
                                                                  and restart after each update)
     async-llamacpp  rollout.mode=async rollout.engine=llamacpp
@@ -58,6 +59,14 @@ SIDES = {
     ],
     "sync-llamacpp": ["rollout.mode=sync", "rollout.engine=llamacpp"],
     "async-llamacpp": ["rollout.mode=async", "rollout.engine=llamacpp"],
+    # One llama.cpp server on its share of the cores, the update on the rest.
+    "async-llamacpp-split": [
+        "rollout.mode=async",
+        "rollout.engine=llamacpp",
+        "rollout.engine_slots=1",
+        f"rollout.engine_threads={ENGINE_CORES}",
+        f"trainer.cpu_threads={max(1, CORES - ENGINE_CORES)}",
+    ],
 }
 DEFAULT_SIDES = ("sync", "async", "async-process", "sync-llamacpp", "async-llamacpp")
 

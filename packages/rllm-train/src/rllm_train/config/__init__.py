@@ -163,8 +163,8 @@ class RolloutConfig:
     # each update (docs/training/weight-sync.md). Validation always plays the trained weights.
     engine: str = "local"
     engine_slots: int = 0  # llamacpp: server processes, 0 = one per core (at most 4)
-    # local/process engine apart, on a CPU: its intra-op threads (0: local every core, as the
-    # trainer's; process half the cores)
+    # The engine apart's CPU threads (0: local every core, as the trainer's; process half the
+    # cores; llamacpp the cores shared out between its servers), per llama.cpp server
     engine_threads: int = 0
     # Tree-structured GRPO: rollout.n continuations branched from a snapshot of each task's
     # episode at a branch turn, one group each (config/tree.py, docs/training/tree-grpo.md).

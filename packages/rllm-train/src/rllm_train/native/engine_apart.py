@@ -120,7 +120,14 @@ def local_copy_engine(
 
 
 def llamacpp_engine(
-    model: torch.nn.Module, tokenizer: Any, *, version: int, shipped: bool, slots: int, seed: int
+    model: torch.nn.Module,
+    tokenizer: Any,
+    *,
+    version: int,
+    shipped: bool,
+    slots: int,
+    seed: int,
+    threads: int | None = None,
 ) -> EngineApart:
     """llama.cpp servers on an F16 copy of the shipped GGUF, then on `model`'s weights (after
     `version` updates) unless they are still the `shipped` ones."""
@@ -132,7 +139,12 @@ def llamacpp_engine(
             "rllm-agents[llamacpp])"
         )
     engine = LlamaCppEngine.start(
-        LLAMACPP_MODEL, slots=slots or None, seed=seed, tokenizer=tokenizer, weights="f16"
+        LLAMACPP_MODEL,
+        slots=slots or None,
+        seed=seed,
+        tokenizer=tokenizer,
+        weights="f16",
+        **({"n_threads": threads} if threads else {}),  # per server; default: cores / slots
     )
     scalings = lora_scalings(model)
 
@@ -227,6 +239,7 @@ ENGINES_APART: dict[str, Callable[..., EngineApart]] = {
         shipped=version == 0 and not config.model.init_from,
         slots=config.rollout.engine_slots,
         seed=config.trainer.seed,
+        threads=engine_threads(config),
     ),
 }
 
