@@ -23,6 +23,8 @@ from rllm_agents.engines.base import ContextOverflow, EngineError, SamplingParam
 from rllm_agents.engines.local import LocalEngine
 from rllm_agents.engines.process import ProcessEngine
 
+from tests.parts import require_module
+
 PROMPTS = [[{"role": "user", "content": f"Count to {n}."}] for n in range(4)]
 SAMPLING = SamplingParams(temperature=1.0, max_tokens=10, seed=11)
 SAME_PRECISION_TOLERANCE = 1e-5  # fp32 both sides: only the thread count's summation order
@@ -38,7 +40,7 @@ def tiny():
 @pytest.fixture(scope="module")
 def lora_policy(tiny):
     """The tiny model with a LoRA adapter that changes its outputs (peft's B starts at 0)."""
-    peft = pytest.importorskip("peft")
+    peft = require_module("peft", "peft comes with rllm-train")
     model, _ = tiny
     wrapped = peft.get_peft_model(
         copy.deepcopy(model), peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj"])

@@ -271,7 +271,7 @@ class LocalEngine:
                 self._pending_swaps -= 1
                 self._swap.notify_all()
         # Tied embeddings may legitimately be absent; any other mismatch is a real error.
-        missing = [k for k in missing if k not in _tied_keys(self.model)]
+        missing = [k for k in missing if k not in tied_keys(self.model)]
         if missing or unexpected:
             raise ValueError(
                 f"update_weights: state dict does not match the model "
@@ -556,6 +556,6 @@ def _resolve(request: _Request, *, result: Any = None, exception: BaseException 
         pass  # the caller's event loop is gone; nobody is waiting for this answer
 
 
-def _tied_keys(model: Any) -> set[str]:
+def tied_keys(model: Any) -> set[str]:
     # A list in older transformers, a {tied name: source name} dict in newer ones.
     return set(getattr(model, "_tied_weights_keys", None) or [])

@@ -243,7 +243,7 @@ def blueprint(model: Any) -> ModelBlueprint:
     )
 
 
-def _stop_child(process: subprocess.Popen, connection: Any) -> None:
+def _stop_child(process: subprocess.Popen, connection: Any = None) -> None:
     if process.poll() is None:
         process.terminate()
         try:
@@ -251,7 +251,8 @@ def _stop_child(process: subprocess.Popen, connection: Any) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=10)
-    connection.close()
+    if connection is not None:
+        connection.close()
 
 
 def start_child(options: ChildOptions) -> tuple[subprocess.Popen, Any]:
@@ -310,12 +311,7 @@ def _accept(listener: Any, process: subprocess.Popen) -> Any:
         except concurrent.futures.TimeoutError:
             if process.poll() is not None:
                 break
-    _stop_child(process, _Unconnected())
+    _stop_child(process)
     raise EngineError(
         f"the engine process did not connect (exit code {process.poll()}); its error is above"
     )
-
-
-class _Unconnected:
-    def close(self) -> None:
-        pass

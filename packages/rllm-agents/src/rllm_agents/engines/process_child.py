@@ -129,10 +129,11 @@ def build_model(blueprint: Any) -> Any:
     """The owner's model, rebuilt from its config and loaded with its weights."""
     from transformers import AutoModelForCausalLM
 
+    from rllm_agents.engines.local import tied_keys
+
     model = AutoModelForCausalLM.from_config(blueprint.config, dtype=blueprint.dtype)
     missing, unexpected = model.load_state_dict(unpack(blueprint.weights), strict=False)
-    tied = set(getattr(model, "_tied_weights_keys", None) or [])
-    if [key for key in missing if key not in tied] or unexpected:
+    if [key for key in missing if key not in tied_keys(model)] or unexpected:
         raise EngineError(
             f"the model rebuilt in the engine process does not take the weights sent "
             f"(missing {missing[:5]}, unexpected {unexpected[:5]})"
