@@ -10,9 +10,9 @@ and overrides; only the rollout settings differ:
     async-process   rollout.mode=async rollout.engine=process   (the copy in a process of its
                                                                  own, half the cores' threads)
     async-process-split  the same, and the update held to the other half of the cores
-    async-llamacpp-split one llama.cpp server on half the cores, the update on the other half
-    sync-llamacpp   rollout.mode=sync  rollout.engine=llamacpp  (llama.cpp generates; F16 export
-                                                                 and restart after each update)
+    async-llamacpp-split llama.cpp on half the cores, the update on the other half
+    sync-llamacpp   rollout.mode=sync  rollout.engine=llamacpp  (llama.cpp generates in one batch;
+                                                                 an F16 export after each update)
     async-llamacpp  rollout.mode=async rollout.engine=llamacpp
 
 Printed per side: samples/s (episodes trained on per second of the training loop: the steps'
@@ -29,8 +29,8 @@ The reward against wall-clock time of every side goes into one PNG.
     python benchmarks/async_training.py --sides sync,async --model tiny --steps 3
 
 On a 2-core CPU, generation and the update fight over the same cores, so the copy in the
-trainer's process gains little; llama.cpp generates with quantisation-grade kernels in its own
-processes. On a GPU the local copy runs beside the update (``trainer.device=cuda``).
+trainer's process gains little; llama.cpp generates with its own kernels, which leave the
+interpreter lock free, all sequences in one batch. On a GPU the local copy runs beside the update (``trainer.device=cuda``).
 """
 
 from __future__ import annotations
@@ -59,11 +59,10 @@ SIDES = {
     ],
     "sync-llamacpp": ["rollout.mode=sync", "rollout.engine=llamacpp"],
     "async-llamacpp": ["rollout.mode=async", "rollout.engine=llamacpp"],
-    # One llama.cpp server on its share of the cores, the update on the rest.
+    # llama.cpp on its share of the cores, the update on the rest.
     "async-llamacpp-split": [
         "rollout.mode=async",
         "rollout.engine=llamacpp",
-        "rollout.engine_slots=1",
         f"rollout.engine_threads={ENGINE_CORES}",
         f"trainer.cpu_threads={max(1, CORES - ENGINE_CORES)}",
     ],

@@ -294,14 +294,6 @@ def test_partial_rollouts_carry_an_episode_in_flight_over_to_new_weights(tmp_pat
     ("overrides", "named"),
     [
         ({"rollout.partial_rollouts": True}, "rollout.partial_rollouts"),
-        (
-            {
-                "rollout.mode": "async",
-                "rollout.engine": "llamacpp",
-                "rollout.partial_rollouts": True,
-            },
-            "rollout.partial_rollouts",
-        ),
         ({"rollout.mode": "async", "trainer.backend": "verl"}, "rollout.mode"),
         ({"rollout.mode": "async", "program.function": "agent.py:run"}, "rollout.mode"),
         (
@@ -376,8 +368,9 @@ def test_the_embedded_default_learns_with_async_rollouts(tmp_path):
 @pytest.mark.llamacpp
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_llamacpp_generates_training_episodes_whose_gap_is_measured_and_corrected(tmp_path, mode):
-    """llama.cpp's servers play the steps on an F16 export of the policy: its log-prob gap to
-    the trainer is measured on every token (small on the same weights, F16 rounding alone),
+    """llama.cpp plays the steps, batched in this process, on an F16 export of the policy: its
+    log-prob gap to the trainer is measured on every token (small on the same weights, F16
+    rounding alone),
     the correction weighs every model token, and each step is played by the pinned version
     (sync: the weights being trained; async: one update behind)."""
     from rllm_agents.engines.llamacpp_server import llamacpp_available
@@ -392,7 +385,6 @@ def test_llamacpp_generates_training_episodes_whose_gap_is_measured_and_correcte
         **{
             "rollout.engine": "llamacpp",
             "rollout.mode": mode,
-            "rollout.engine_slots": 1,
             "trainer.steps": 3,
             "trainer.lr": 3e-5,
             "trainer.tensorboard": False,

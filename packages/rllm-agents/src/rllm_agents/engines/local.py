@@ -135,6 +135,9 @@ class LocalEngine:
         import torch
 
         self.model = model.to(device).eval()
+        # How batches run on this model: transformers' KV cache (running_batch), unless the
+        # model brings its own (llama.cpp's sequences, engines/llamacpp_batch.py).
+        self._ops: Any = getattr(self.model, "batch_ops", running_batch)
         self.tokenizer = tokenizer
         self.device = torch.device(device)
         self.max_batch_size = max_batch_size
@@ -289,6 +292,10 @@ class LocalEngine:
             self._requests.put(_STOP_WORKER)
             self._worker.join(timeout=60)
             self._worker = None
+        # A model whose batches run outside torch (llama.cpp) owns memory torch does not free.
+        release_model = getattr(self._ops, "close", None)
+        if release_model is not None:
+            release_model()
 
     # ---- worker -----------------------------------------------------------------------------
 
@@ -331,6 +338,8 @@ class LocalEngine:
                 error = EngineError(f"local generation failed: {type(exc).__name__}: {exc}")
                 for row in batch.rows if batch is not None else []:
                     _resolve(row.request, exception=error)
+                if batch is not None:
+                    self._ops.release(batch)
                 batch = None
             self._count_busy_time()
             if batch is None:
@@ -394,7 +403,7 @@ class LocalEngine:
             self._set_decoding(True)
         chosen, waiting[:] = waiting[:room], waiting[room:]
         try:
-            cache, attention, logits, compactable = running_batch.prefill(
+            cache, attention, logits, compactable = self._ops.prefill(
                 self.model, [r.prompt_ids for r in chosen], self._pad_id, self.device
             )
             rows = [
@@ -415,7 +424,7 @@ class LocalEngine:
         if batch is None:
             return joined
         try:
-            return running_batch.merge(batch, joined)
+            return self._ops.merge(batch, joined)
         except Exception as exc:
             error = EngineError(f"local generation failed: {type(exc).__name__}: {exc}")
             for request in chosen:
@@ -423,7 +432,7 @@ class LocalEngine:
             raise  # the running batch's cache may be half merged: it fails as well
 
     def _decode_step(self, batch: RunningBatch) -> None:
-        logits = running_batch.decode(self.model, batch)
+        logits = self._ops.decode(self.model, batch)
         self.stats.forward_passes += 1
         self.stats.decode_passes += 1
         self.stats.decoded_rows += batch.size
@@ -474,10 +483,11 @@ class LocalEngine:
             if not row.answered:
                 keep.append(i)
         if not keep:
+            self._ops.release(batch)
             return None
         if not batch.compactable or len(keep) == batch.size:
             return batch  # static fallback: finished rows ride along until the batch ends
-        return running_batch.keep(batch, keep)
+        return self._ops.keep(batch, keep)
 
     def _set_decoding(self, decoding: bool) -> None:
         with self._swap:

@@ -11,7 +11,9 @@ Continuous batching needs three cache operations, all plain tensor work on trans
 - :func:`prefill` runs new prompts (their common prefix once, then the left-padded rest) and
   returns their own batch;
 - :func:`merge` joins two batches, left-padding the shorter cache;
-- :func:`keep` drops finished or cancelled rows and trims padding no row needs any more.
+- :func:`keep` drops finished or cancelled rows and trims padding no row needs any more;
+- :func:`release` is told when a batch is over (nothing to do here; a model with batch
+  operations of its own, such as ``llamacpp_batch``, keeps finished sequences as a cache).
 
 Caches that are not a list of plain full-attention layers (sliding windows, quantised or
 static caches) cannot be merged this way; such a batch is marked ``compactable = False`` and
@@ -169,6 +171,10 @@ def keep(batch: RunningBatch, indices: list[int]) -> RunningBatch:
         pending=batch.pending.index_select(0, index),
         compactable=True,
     )
+
+
+def release(batch: RunningBatch) -> None:
+    """The batch is over; its cache is simply dropped with it."""
 
 
 def _pad_left(tensor: Any, width: int, dim: int = 2) -> Any:

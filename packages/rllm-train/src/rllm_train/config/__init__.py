@@ -158,13 +158,14 @@ class RolloutConfig:
     # What generates the training episodes. local: transformers in this process (in sync mode
     # the trained model itself, in async mode a copy synced after each update). process: a
     # transformers copy in a process of its own, synced after each update (its own interpreter
-    # and, on a CPU, its own threads beside the update). llamacpp:
-    # llama.cpp servers on the CPU serving an F16 GGUF export of the policy, re-exported after
-    # each update (docs/training/weight-sync.md). Validation always plays the trained weights.
+    # and, on a CPU, its own threads beside the update). llamacpp: llama.cpp on the CPU, in this
+    # process, decoding the episodes in one batch from an F16 GGUF export of the policy,
+    # re-exported after each update (docs/training/weight-sync.md). Validation always plays
+    # the trained weights.
     engine: str = "local"
-    engine_slots: int = 0  # llamacpp: server processes, 0 = one per core (at most 4)
+    engine_slots: int = 0  # llamacpp: sequences decoding together, 0 = the rollout batch size
     # The engine apart's CPU threads (0: local every core, as the trainer's; process half the
-    # cores; llamacpp the cores shared out between its servers), per llama.cpp server
+    # cores; llamacpp every core)
     engine_threads: int = 0
     # Tree-structured GRPO: rollout.n continuations branched from a snapshot of each task's
     # episode at a branch turn, one group each (config/tree.py, docs/training/tree-grpo.md).
@@ -648,12 +649,6 @@ def _check_rollout_engine(config: TrainConfig) -> None:
         raise ConfigError(
             "rollout.mode / rollout.engine: episodes on Ray workers are played from the "
             "trained model itself; use rollout.executor=inline with an engine apart"
-        )
-    if rollout.partial_rollouts and rollout.engine == "llamacpp":
-        raise ConfigError(
-            "rollout.partial_rollouts: llama.cpp takes new weights by restarting its servers, "
-            "which ends the requests in flight; partial rollouts need rollout.engine=local or "
-            "process, whose weights are swapped between two turns"
         )
 
 

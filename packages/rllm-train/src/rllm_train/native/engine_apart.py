@@ -11,10 +11,11 @@ after each update:
 * ``rollout.engine=process`` (sync or async): the same LocalEngine in a process of its own
   (``rllm_agents.engines.process``), so generation has its own interpreter and, on a CPU, its
   own thread pool beside the update; weights go over in shared memory.
-* ``rollout.engine=llamacpp`` (sync or async): llama.cpp servers on the CPU, serving the policy
-  exported to an F16 GGUF after each update (``LlamaCppEngine.update_weights``: an export, then
-  a restart of the servers). F16, not the shipped Q4 file: a training step moves weights by far
-  less than a Q4 quantisation step, so a Q4 export would serve the same policy step after step.
+* ``rollout.engine=llamacpp`` (sync or async): llama.cpp on the CPU, in this process, serving the
+  policy exported to an F16 GGUF after each update (``engines/llamacpp_batch.py``: LocalEngine's
+  scheduling and sampling, llama.cpp's forward passes; the export is loaded between two decoding
+  rounds). F16, not the shipped Q4 file: a training step moves weights by far less than a Q4
+  quantisation step, so a Q4 export would serve the same policy step after step.
 
 A :class:`WeightSnapshot` is taken on the trainer's thread right after an update: the tensors
 that training changes are cloned, so a push that runs later, on another thread, while the next
@@ -23,7 +24,6 @@ update changes the live weights in place, still sends the weights of that one ve
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +37,7 @@ from rllm_train.config import ConfigError, TrainConfig
 from rllm_train.native.models import frozen_copy
 
 LLAMACPP_MODEL = "smollm2"  # the one model whose GGUF ships with rllm (rllm_agents.models)
+MAX_LLAMACPP_SEQUENCES = 256  # llama.cpp's own limit on sequence ids in one context
 
 
 @dataclass(frozen=True)
@@ -125,41 +126,47 @@ def llamacpp_engine(
     *,
     version: int,
     shipped: bool,
-    slots: int,
+    max_batch_size: int,
     seed: int,
     threads: int | None = None,
 ) -> EngineApart:
-    """llama.cpp servers on an F16 copy of the shipped GGUF, then on `model`'s weights (after
-    `version` updates) unless they are still the `shipped` ones."""
-    from rllm_agents.engines.llamacpp_server import LlamaCppEngine, llamacpp_available
-
-    if not llamacpp_available():
+    """A LocalEngine whose forward passes run in llama.cpp, in this process, on an F16 copy of
+    the shipped GGUF (``engines/llamacpp_batch.py``: its sequences decode in one batch, and a
+    finished turn's cells serve the next turn as a prefix), then on `model`'s weights (after
+    `version` updates) unless they are still the `shipped` ones. llama.cpp's kernels release
+    the interpreter lock, so it decodes beside the update on its own `threads`."""
+    try:
+        from rllm_agents.engines.llamacpp_batch import LlamaCppModel
+    except ImportError as exc:  # pragma: no cover - the extra is missing
         raise ConfigError(
-            "rollout.engine=llamacpp: llama-cpp-python[server] is not installed (it comes with "
+            "rollout.engine=llamacpp: llama-cpp-python is not installed (it comes with "
             "rllm-agents[llamacpp])"
-        )
-    engine = LlamaCppEngine.start(
-        LLAMACPP_MODEL,
-        slots=slots or None,
-        seed=seed,
-        tokenizer=tokenizer,
-        weights="f16",
-        **({"n_threads": threads} if threads else {}),  # per server; default: cores / slots
+        ) from exc
+    from rllm_agents.engines.gguf_retype import f16_copy
+    from rllm_agents.models import smollm2_gguf_path
+
+    served = LlamaCppModel(
+        f16_copy(smollm2_gguf_path()),
+        threads=threads,
+        # Finished conversations stay cached beside the running ones, for their next turn.
+        max_sequences=min(MAX_LLAMACPP_SEQUENCES, max(2 * max_batch_size, 8)),
     )
+    engine = LocalEngine(served, tokenizer, max_batch_size=max_batch_size, seed=seed)
+    engine.policy_version = version
     scalings = lora_scalings(model)
 
     def push(snapshot: WeightSnapshot) -> None:
-        # llama.cpp has no adapters to load: a LoRA policy is served merged.
+        # llama.cpp is given merged weights: a LoRA policy is served as one matrix per layer.
         engine.update_weights(
             merged_state_dict(snapshot.state_dict, scalings), version=snapshot.version
         )
 
-    apart = EngineApart(engine, "llama.cpp", push, swaps_between_turns=False)
+    apart = EngineApart(engine, "llama.cpp", push, swaps_between_turns=True)
     if not shipped:
         try:
             apart.push(snapshot_weights(model, version))
         except BaseException:
-            asyncio.run(engine.aclose())
+            engine.close()
             raise
     return apart
 
@@ -237,7 +244,7 @@ ENGINES_APART: dict[str, Callable[..., EngineApart]] = {
         tokenizer,
         version=version,
         shipped=version == 0 and not config.model.init_from,
-        slots=config.rollout.engine_slots,
+        max_batch_size=config.rollout.engine_slots or batch,
         seed=config.trainer.seed,
         threads=engine_threads(config),
     ),
