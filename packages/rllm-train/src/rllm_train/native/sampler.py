@@ -128,7 +128,7 @@ def timed_rollout(engines: Sequence[Any], play: Callable[[], list[Episode]]) -> 
 class ExecutionSampler:
     """Episodes through ``AgentExecutionEngine`` over a ``LocalEngine`` on `model` (module doc),
     or over `engine` when one is given (an engine apart from the trained model: a synced copy,
-    llama.cpp's servers; :mod:`.engine_apart`), which the sampler then owns and closes."""
+    llama.cpp; :mod:`.engine_apart`), which the sampler then owns and closes."""
 
     def __init__(
         self,
