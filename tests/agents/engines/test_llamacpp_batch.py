@@ -136,14 +136,17 @@ def test_seeded_requests_are_reproducible(smollm2):
     assert [o.completion_ids for o in runs[0]] == [o.completion_ids for o in runs[1]]
 
 
-def test_more_conversations_than_sequences_evict_the_oldest_and_overlong_prompts_fail(smollm2):
+def test_more_conversations_than_sequences_or_cells_evict_grow_and_overlong_prompts_fail(smollm2):
     _, model, _ = smollm2
-    engine = llama_engine(smollm2, max_sequences=4, context_tokens=1024)
+    # Room for 4 sequences in 128 cells: 4 conversations of ~60 tokens outgrow the cells, so
+    # the context doubles (the running ones read again), then later ones evict the oldest.
+    engine = llama_engine(smollm2, max_sequences=4, context_tokens=128, max_context_tokens=1024)
     try:
         _, second, _ = asyncio.run(two_turns(engine, [f"game number {i}" for i in range(4)]))
+        assert engine.model.context_tokens > 128
         assert all(mean_gap(model, output) < F16_GAP for output in second)
         more = asyncio.run(two_turns(engine, [f"another game {i}" for i in range(3)]))
-        assert all(output.completion_ids for output in more[1])
+        assert all(mean_gap(model, output) < F16_GAP for output in more[1])
         overlong = [{"role": "user", "content": "word " * 1200}]
         with pytest.raises(ContextOverflow):
             asyncio.run(engine.generate(overlong, sampling=SAMPLED))

@@ -13,7 +13,9 @@ sequence that has finished keeps its cells as a *prefix cache*: a later prompt t
 its tokens (the next turn of the same conversation, or another conversation with the same
 system prompt) copies those cells (``llama_memory_seq_cp`` shares them, nothing is recomputed)
 and reads only its own new tokens. The least recently used finished sequences are dropped when
-the sequence ids or the cells run out.
+the sequence ids or the cells run out; when the running sequences alone outgrow the cells, the
+context is made again with twice as many (up to ``max_context_tokens``) and they are read into
+it again.
 
 New weights (``load_state_dict``, which ``LocalEngine.update_weights`` calls between decoding
 rounds) are written into a GGUF with the served file's layout (``gguf_export``) and loaded in
@@ -38,7 +40,10 @@ from rllm_agents.engines.running_batch import RunningBatch
 
 # Below this many shared leading tokens, copying a cached prefix is not worth a sequence id.
 MIN_REUSED_PREFIX = 8
-DEFAULT_CONTEXT_TOKENS = 16384  # KV cells shared by all sequences (F16: ~23 KB each for SmolLM2)
+# KV cells shared by all sequences (F16: ~23 KB each for SmolLM2): what a context starts with,
+# and how far it may double when running sequences outgrow it.
+DEFAULT_CONTEXT_TOKENS = 16384
+MAX_CONTEXT_TOKENS = 1 << 17
 BATCH_TOKENS = 512  # tokens per llama_decode call when reading prompts
 
 
@@ -95,6 +100,7 @@ class LlamaCppModel:
         threads: int | None = None,
         max_sequences: int = 64,
         context_tokens: int = DEFAULT_CONTEXT_TOKENS,
+        max_context_tokens: int = MAX_CONTEXT_TOKENS,
     ) -> None:
         import llama_cpp
 
@@ -103,6 +109,7 @@ class LlamaCppModel:
         self.threads = threads or usable_cores()
         self.max_sequences = max_sequences
         self.context_tokens = context_tokens
+        self.max_context_tokens = max(max_context_tokens, context_tokens)
         self._template = Path(gguf)
         self._layout: Any = None  # gguf_export.GGUFLayout, read at the first weight load
         self._exports = tempfile.TemporaryDirectory(prefix="rllm-llamacpp-", dir=_scratch_dir())
@@ -116,7 +123,9 @@ class LlamaCppModel:
         vocab = llama_cpp.llama_model_get_vocab(self._loaded.model)
         eos = {llama_cpp.llama_vocab_eos(vocab), llama_cpp.llama_vocab_eot(vocab)} - {-1}
         trained_context = llama_cpp.llama_model_n_ctx_train(self._loaded.model)
-        self.config = SimpleNamespace(max_position_embeddings=min(trained_context, context_tokens))
+        self.config = SimpleNamespace(
+            max_position_embeddings=min(trained_context, self.max_context_tokens)
+        )
         self.generation_config = SimpleNamespace(eos_token_id=sorted(eos))
 
     # ---- what LocalEngine calls on a model ----------------------------------------------------
@@ -192,8 +201,8 @@ class LlamaCppModel:
             for offset, token in enumerate(rest)
         ]
         try:
-            for start in range(0, len(items), BATCH_TOKENS):
-                self._decode(items[start : start + BATCH_TOKENS], logits)
+            for chunk in self._chunks(items):
+                self._decode(chunk, logits)
         except BaseException:
             for sequence in claimed:
                 self._drop(sequence)
@@ -271,7 +280,8 @@ class LlamaCppModel:
         else:
             claimed = _Sequence(self._free_seq_id(sparing=best))
             self._sequences[claimed.seq_id] = claimed
-            if best is not None and shared >= MIN_REUSED_PREFIX:
+            still_cached = best is not None and self._sequences.get(best.seq_id) is best
+            if still_cached and shared >= MIN_REUSED_PREFIX:
                 llama_cpp.llama_memory_seq_cp(memory, best.seq_id, claimed.seq_id, 0, shared)
                 claimed.tokens = best.tokens[:shared]
         claimed.running = True
@@ -279,13 +289,15 @@ class LlamaCppModel:
         return claimed
 
     def _free_seq_id(self, sparing: _Sequence | None = None) -> int:
-        taken = set(self._sequences)
-        for seq_id in range(self.max_sequences):
-            if seq_id not in taken:
-                return seq_id
-        if not self._evict_one(sparing):
-            raise EngineError(f"all {self.max_sequences} llama.cpp sequences are running")
-        return self._free_seq_id(sparing)
+        """An unused sequence id, dropping finished sequences (least recently used first, and
+        `sparing`, which a prompt would copy from, last) when none is free."""
+        while True:
+            taken = set(self._sequences)
+            free = [seq_id for seq_id in range(self.max_sequences) if seq_id not in taken]
+            if free:
+                return free[0]
+            if not (self._evict_one(sparing) or self._evict_one()):
+                raise EngineError(f"all {self.max_sequences} llama.cpp sequences are running")
 
     def _evict_one(self, sparing: _Sequence | None = None) -> bool:
         """Drop the least recently used finished sequence other than `sparing` (about to be
@@ -306,34 +318,70 @@ class LlamaCppModel:
 
     def _decode(self, items: list[tuple], logits: Any) -> None:
         """One llama_decode over (token, position, sequence, row, wants logits) items; the
-        logits of marked items go to `logits[row]`. Full cells: finished sequences are
-        dropped, oldest first, until the batch fits."""
+        logits of marked items go to `logits[row]`. When the cells are full, finished
+        sequences are dropped, oldest first, and when only running ones are left the cells
+        are doubled (:meth:`_grow`), until the batch fits."""
         import llama_cpp
         import numpy as np
 
-        loaded = self._require()
-        batch = loaded.batch
-        batch.n_tokens = len(items)
-        for i, (token, position, sequence, _, wants) in enumerate(items):
-            batch.token[i] = token
-            batch.pos[i] = position
-            batch.n_seq_id[i] = 1
-            batch.seq_id[i][0] = sequence.seq_id
-            batch.logits[i] = wants
         while True:
+            loaded = self._require()
+            batch = loaded.batch
+            batch.n_tokens = len(items)
+            for i, (token, position, sequence, _, wants) in enumerate(items):
+                batch.token[i] = token
+                batch.pos[i] = position
+                batch.n_seq_id[i] = 1
+                batch.seq_id[i][0] = sequence.seq_id
+                batch.logits[i] = wants
             status = llama_cpp.llama_decode(loaded.context, batch)
             if status == 0:
                 break
-            if status != 1 or not self._evict_one():
+            if status != 1 or not (self._evict_one() or self._grow()):
                 raise ContextOverflow(
                     f"llama.cpp decode failed ({status}): {len(items)} new tokens do not fit "
-                    f"the {self.context_tokens} KV cells beside the running sequences"
+                    f"the {self.context_tokens} KV cells (at most {self.max_context_tokens}) "
+                    f"beside the running sequences"
                 )
         for i, (token, _, sequence, row, wants) in enumerate(items):
             sequence.tokens.append(token)
             if wants:
                 pointer = llama_cpp.llama_get_logits_ith(loaded.context, i)
                 logits[row] = np.ctypeslib.as_array(pointer, shape=(loaded.n_vocab,))
+
+    def _chunks(self, items: list[tuple]) -> list[list[tuple]]:
+        """`items` in pieces that one llama_decode takes (its batch size, which llama.cpp
+        lowers to the cell count in a small context)."""
+        import llama_cpp
+
+        size = min(BATCH_TOKENS, llama_cpp.llama_n_batch(self._require().context))
+        return [items[start : start + size] for start in range(0, len(items), size)]
+
+    def _grow(self) -> bool:
+        """Twice the KV cells, for running sequences that outgrew them: a new context, into
+        which each running sequence's tokens are read again (finished ones are dropped, and
+        copied prefixes are no longer shared). False when that would pass
+        `max_context_tokens`."""
+        import llama_cpp
+
+        cells = self.context_tokens * 2
+        if cells > self.max_context_tokens:
+            return False
+        loaded = self._require()
+        context = self._new_context(loaded.model, cells, loaded.path)
+        llama_cpp.llama_free(loaded.context)
+        loaded.context = context
+        self.context_tokens = cells
+        for sequence in [s for s in self._sequences.values() if not s.running]:
+            del self._sequences[sequence.seq_id]
+        for sequence in list(self._sequences.values()):
+            tokens, sequence.tokens = sequence.tokens, []
+            replay = [
+                (token, position, sequence, 0, False) for position, token in enumerate(tokens)
+            ]
+            for chunk in self._chunks(replay):
+                self._decode(chunk, None)
+        return True
 
     # ---- loading ------------------------------------------------------------------------------
 
@@ -344,8 +392,21 @@ class LlamaCppModel:
         model = llama_cpp.llama_model_load_from_file(str(path).encode(), model_params)
         if not model:
             raise EngineError(f"llama.cpp could not load {path}")
+        try:
+            context = self._new_context(model, self.context_tokens, path)
+        except BaseException:
+            llama_cpp.llama_model_free(model)
+            raise
+        vocab = llama_cpp.llama_model_get_vocab(model)
+        n_vocab = llama_cpp.llama_vocab_n_tokens(vocab)
+        batch = llama_cpp.llama_batch_init(BATCH_TOKENS, 0, 1)
+        return _Loaded(path, model, context, batch, n_vocab)
+
+    def _new_context(self, model: Any, cells: int, path: Path) -> Any:
+        import llama_cpp
+
         params = llama_cpp.llama_context_default_params()
-        params.n_ctx = self.context_tokens
+        params.n_ctx = cells
         params.n_batch = BATCH_TOKENS
         params.n_ubatch = BATCH_TOKENS
         params.n_seq_max = self.max_sequences
@@ -353,12 +414,8 @@ class LlamaCppModel:
         params.kv_unified = True  # cells shared by all sequences: copied prefixes cost nothing
         context = llama_cpp.llama_init_from_model(model, params)
         if not context:
-            llama_cpp.llama_model_free(model)
-            raise EngineError(f"llama.cpp could not make a context for {path}")
-        vocab = llama_cpp.llama_model_get_vocab(model)
-        n_vocab = llama_cpp.llama_vocab_n_tokens(vocab)
-        batch = llama_cpp.llama_batch_init(BATCH_TOKENS, 0, 1)
-        return _Loaded(path, model, context, batch, n_vocab)
+            raise EngineError(f"llama.cpp could not make a context of {cells} cells for {path}")
+        return context
 
     @staticmethod
     def _free(loaded: _Loaded) -> None:
