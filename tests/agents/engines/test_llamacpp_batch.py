@@ -145,7 +145,8 @@ def test_more_conversations_than_sequences_or_cells_evict_grow_and_overlong_prom
         _, second, _ = asyncio.run(two_turns(engine, [f"game number {i}" for i in range(4)]))
         assert engine.model.context_tokens > 128
         assert all(mean_gap(model, output) < F16_GAP for output in second)
-        more = asyncio.run(two_turns(engine, [f"another game {i}" for i in range(3)]))
+        # More conversations at once than sequence ids: the rest wait their turn, none fails.
+        more = asyncio.run(two_turns(engine, [f"another game {i}" for i in range(6)]))
         assert all(mean_gap(model, output) < F16_GAP for output in more[1])
         overlong = [{"role": "user", "content": "word " * 1200}]
         with pytest.raises(ContextOverflow):

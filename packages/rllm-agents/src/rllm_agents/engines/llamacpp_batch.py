@@ -134,6 +134,11 @@ class LlamaCppModel:
     def batch_ops(self) -> LlamaCppModel:
         return self
 
+    @property
+    def max_rows(self) -> int:
+        """Sequences that can decode at once: every sequence id (LocalEngine queues the rest)."""
+        return self.max_sequences
+
     def to(self, device: Any) -> LlamaCppModel:
         if str(device) != "cpu":
             raise ValueError(f"LlamaCppModel runs on the CPU, not {device}")
@@ -187,23 +192,26 @@ class LlamaCppModel:
 
         if len(prompts) > self.max_sequences:
             raise EngineError(f"{len(prompts)} prompts, but only {self.max_sequences} sequences")
-        claimed = [self._claim(prompt) for prompt in prompts]
-        feeds = [
-            (sequence, prompt[len(sequence.tokens) :])
-            for sequence, prompt in zip(claimed, prompts, strict=True)
-        ]
-        self.prompt_reads.reused += sum(len(sequence.tokens) for sequence in claimed)
-        self.prompt_reads.read += sum(len(rest) for _, rest in feeds)
-        logits = np.empty((len(prompts), self._require().n_vocab), dtype=np.float32)
-        items = [
-            (token, len(sequence.tokens) + offset, sequence, row, offset == len(rest) - 1)
-            for row, (sequence, rest) in enumerate(feeds)
-            for offset, token in enumerate(rest)
-        ]
+        claimed: list[_Sequence] = []
         try:
+            for prompt in prompts:
+                claimed.append(self._claim(prompt))
+            feeds = [
+                (sequence, prompt[len(sequence.tokens) :])
+                for sequence, prompt in zip(claimed, prompts, strict=True)
+            ]
+            self.prompt_reads.reused += sum(len(sequence.tokens) for sequence in claimed)
+            self.prompt_reads.read += sum(len(rest) for _, rest in feeds)
+            logits = np.empty((len(prompts), self._require().n_vocab), dtype=np.float32)
+            items = [
+                (token, len(sequence.tokens) + offset, sequence, row, offset == len(rest) - 1)
+                for row, (sequence, rest) in enumerate(feeds)
+                for offset, token in enumerate(rest)
+            ]
             for chunk in self._chunks(items):
                 self._decode(chunk, logits)
         except BaseException:
+            # Only these prompts fail: their sequences are freed, the running ones go on.
             for sequence in claimed:
                 self._drop(sequence)
             raise

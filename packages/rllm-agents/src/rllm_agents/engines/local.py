@@ -138,9 +138,10 @@ class LocalEngine:
         # How batches run on this model: transformers' KV cache (running_batch), unless the
         # model brings its own (llama.cpp's sequences, engines/llamacpp_batch.py).
         self._ops: Any = getattr(self.model, "batch_ops", running_batch)
+        # Such a model may run fewer rows at once (llama.cpp's sequence ids): the rest wait.
+        self.max_batch_size = min(max_batch_size, getattr(self._ops, "max_rows", max_batch_size))
         self.tokenizer = tokenizer
         self.device = torch.device(device)
-        self.max_batch_size = max_batch_size
         self.batch_wait_s = batch_wait_s
         # Sampling under autocast (e.g. bfloat16 on a GPU, as a trainer trains): autocast is
         # per thread, so the worker enters it itself.
