@@ -78,7 +78,8 @@ def run_side(side: str, output: Path, args: argparse.Namespace) -> tuple[list[di
         "trainer.validate_held_out=false", "trainer.save_every=0", "trainer.tensorboard=false",
         f"trainer.lr={args.lr}", *args.overrides, *SIDES[side],
     ]  # fmt: skip
-    return run_training(side, command, output)
+    timeout = args.side_timeout or None
+    return run_training(side, command, output, timeout=timeout, keep_going=bool(timeout))
 
 
 def elapsed(rows: list[dict]) -> list[float]:
@@ -167,6 +168,13 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=3e-5)
     parser.add_argument("--target", type=float, default=0.6, help="reward the sides race to")
     parser.add_argument("--png", default="async_training.png")
+    parser.add_argument(
+        "--side-timeout",
+        type=float,
+        default=0,
+        help="seconds per side (0: none); a side that fails or runs out is reported with the "
+        "steps it finished, and the others go on",
+    )
     parser.add_argument("overrides", nargs="*", help="section.key=value, given to every side")
     args = parser.parse_args()
     sides = [side.strip() for side in args.sides.split(",") if side.strip()]
@@ -179,6 +187,12 @@ def main() -> None:
             rows, seconds = run_side(side, Path(folder) / side, args)
             results[side] = rows
             print(f"{side}: {len(rows)} steps in {seconds:.0f} s (process, start-up included)")
+            if len(rows) >= 2:  # printed now too: a run cut short keeps the sides it finished
+                values = summary(rows, args.target)
+                print("  " + ", ".join(f"{name} {show(value)}" for name, value in values.items()))
+    results = {side: rows for side, rows in results.items() if len(rows) >= 2}
+    if not results:
+        sys.exit("no side finished two steps")
     print_steps(results)
     print_summary({side: summary(rows, args.target) for side, rows in results.items()}, args.target)
     plot(results, f"{args.model} on {args.env or 'the default task'}", Path(args.png))

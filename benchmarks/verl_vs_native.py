@@ -21,7 +21,10 @@ rollout): the same sampler as the native side.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -54,15 +57,60 @@ def run_side(side: str, output: Path, args: argparse.Namespace) -> tuple[list[di
     return run_training(side, command, output)
 
 
-def run_training(side: str, command: list[str], output: Path) -> tuple[list[dict], float]:
-    """Run one ``rllm-train`` command writing to `output`: its step rows and wall seconds."""
+def run_training(
+    side: str,
+    command: list[str],
+    output: Path,
+    *,
+    timeout: float | None = None,
+    keep_going: bool = False,
+) -> tuple[list[dict], float]:
+    """Run one ``rllm-train`` command writing to `output`: its step rows and wall seconds.
+
+    A side that fails or outlasts `timeout` seconds ends the benchmark, unless `keep_going`:
+    then it is reported and the steps it finished (``metrics.jsonl`` is written step by step)
+    are kept, so one broken side on a borrowed machine does not cost the others' figures."""
     started = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True)
+    # A session of its own, so that a side stopped at its timeout goes with its engine children.
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        _, stderr = process.communicate(timeout=timeout)
+        failure = f"failed ({process.returncode}):\n{stderr[-4000:]}" if process.returncode else ""
+    except subprocess.TimeoutExpired:
+        stop_group(process)
+        _, stderr = process.communicate()
+        failure = f"stopped after its {timeout:.0f} s:\n{stderr[-2000:]}"
     seconds = time.perf_counter() - started
-    if done.returncode != 0:
-        sys.exit(f"{side} failed ({done.returncode}):\n{done.stderr[-4000:]}")
-    rows = [json.loads(line) for line in (output / "metrics.jsonl").read_text().splitlines()]
-    return [row for row in rows if "reward_mean" in row], seconds
+    if failure and not keep_going:
+        sys.exit(f"{side} {failure}")
+    if failure:
+        print(f"{side} {failure}", file=sys.stderr)
+    return [row for row in read_rows(output / "metrics.jsonl") if "reward_mean" in row], seconds
+
+
+def stop_group(process: subprocess.Popen) -> None:
+    """SIGTERM to the side's process group (the trainer closes its engines), SIGKILL if it lingers."""
+    for sent, grace in ((signal.SIGTERM, 20), (signal.SIGKILL, 5)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, sent)
+        try:
+            process.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def read_rows(metrics: Path) -> list[dict]:
+    """The rows of a metrics file; a last line cut short by a kill is left out."""
+    rows = []
+    for line in metrics.read_text().splitlines() if metrics.is_file() else []:
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            break
+    return rows
 
 
 def median_after_first(rows: list[dict], key: str) -> float | None:
