@@ -27,6 +27,10 @@ The reward against wall-clock time of every side goes into one PNG.
     python benchmarks/async_training.py --env rllm/FrozenLake-v0 --steps 8 \\
         rollout.max_turns=4 rollout.max_response_tokens=48
     python benchmarks/async_training.py --sides sync,async --model tiny --steps 3
+    # additions answered with a sentence of reasoning, LoRA: reward and generation both count
+    python benchmarks/async_training.py --sides sync,async-llamacpp --steps 10 --lr 1e-3 \\
+        model.lora_rank=16 rollout.max_response_tokens=64 env.kwargs.max_operand=20 \\
+        "env.system_prompt=Work it out step by step in a short sentence, then give the final number."
 
 On a 2-core CPU, generation and the update fight over the same cores, so the copy in the
 trainer's process gains little; llama.cpp generates with its own kernels, which leave the

@@ -71,22 +71,28 @@ def run_training(
     then it is reported and the steps it finished (``metrics.jsonl`` is written step by step)
     are kept, so one broken side on a borrowed machine does not cost the others' figures."""
     started = time.perf_counter()
-    # A session of its own, so that a side stopped at its timeout goes with its engine children.
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
-    )
-    try:
-        _, stderr = process.communicate(timeout=timeout)
-        failure = f"failed ({process.returncode}):\n{stderr[-4000:]}" if process.returncode else ""
-    except subprocess.TimeoutExpired:
-        stop_group(process)
-        _, stderr = process.communicate()
-        failure = f"stopped after its {timeout:.0f} s:\n{stderr[-2000:]}"
+    # A session of its own, so that a side stopped at its timeout goes with its engine children;
+    # stderr in a file, not a pipe, which a child left behind would hold open.
+    with tempfile.TemporaryFile("w+") as stderr:
+        process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True
+        )
+        try:
+            process.wait(timeout=timeout)
+            stopped = ""
+        except subprocess.TimeoutExpired:
+            stop_group(process)
+            stopped = f"stopped after its {timeout:.0f} s"
+        with contextlib.suppress(ProcessLookupError):  # what it left behind, before the next side
+            os.killpg(process.pid, signal.SIGKILL)
+        stderr.seek(0)
+        tail = stderr.read()[-4000:]
     seconds = time.perf_counter() - started
+    failure = stopped or (f"failed ({process.returncode})" if process.returncode else "")
     if failure and not keep_going:
-        sys.exit(f"{side} {failure}")
+        sys.exit(f"{side} {failure}:\n{tail}")
     if failure:
-        print(f"{side} {failure}", file=sys.stderr)
+        print(f"{side} {failure}:\n{tail}", file=sys.stderr)
     return [row for row in read_rows(output / "metrics.jsonl") if "reward_mean" in row], seconds
 
 
