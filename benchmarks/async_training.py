@@ -44,6 +44,7 @@ import os
 import statistics
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 
 from verl_vs_native import median_after_first, run_training, show
@@ -199,7 +200,10 @@ def main() -> None:
         sys.exit("no side finished two steps")
     print_steps(results)
     print_summary({side: summary(rows, args.target) for side, rows in results.items()}, args.target)
-    plot(results, f"{args.model} on {args.env or 'the default task'}", Path(args.png))
+    title = f"{args.model} on {args.env or 'the default task'}"
+    if args.overrides:  # a task changed by overrides is not the one the env id names
+        title += "\n" + textwrap.fill(textwrap.shorten(" ".join(args.overrides), 240), 80)
+    plot(results, title, Path(args.png))
 
 
 if __name__ == "__main__":
