@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import subprocess
 import sys
 import textwrap
+import time
+from pathlib import Path
 
 import pytest
 
@@ -47,9 +48,20 @@ def side_command(output, *, rows: int, then: str) -> list[str]:
     return [sys.executable, "-c", script]
 
 
-def alive(pid: int) -> bool:
-    state = subprocess.run(["ps", "-o", "stat=", "-p", str(pid)], capture_output=True, text=True)
-    return bool(state.stdout.strip()) and not state.stdout.strip().startswith("Z")
+def alive(pid: int, *, within: float = 5.0) -> bool:
+    """Whether `pid` still runs `within` seconds from now (a zombie counts as gone): SIGKILL is
+    delivered asynchronously, so a process killed a moment ago may still be listed."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return False
+        if state in ("Z", "X"):
+            return False
+        if time.monotonic() > deadline:
+            return True
+        time.sleep(0.05)
 
 
 def test_a_side_out_of_time_keeps_its_finished_steps_and_takes_its_children_along(tmp_path, capsys):
