@@ -274,7 +274,7 @@ def test_a_killed_workers_containers_are_swept_by_the_next_sandbox_on_its_host(c
 
 
 def docker_client():
-    docker = pytest.importorskip("docker")
+    docker = require_module("docker", "the docker SDK comes with rllm-envs[code]")
     try:
         client = docker.from_env()
         client.ping()

@@ -12,6 +12,8 @@ from rllm_envs import DatasetRegistry, TaskSet, resolve_dataset
 from rllm_envs.arithmetic import held_out_pairs, training_pairs
 from rllm_envs.core.shipped_datasets import SHIPPED_DATASETS, held_out_split
 
+from tests.parts import require_module
+
 SHIPPED = {
     "gsm8k": ["test", "train"],
     "math": ["test", "train"],
@@ -61,10 +63,10 @@ def test_register_from_list_file_pandas_and_hf(tmp_path):
     path = tmp_path / "rows.jsonl"
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     assert DatasetRegistry.register_dataset("mine", str(path), "file").rows == tuple(rows)
-    pandas = pytest.importorskip("pandas")
+    pandas = require_module("pandas", "pandas comes with rllm-envs[datasets]")
     frame = pandas.DataFrame(rows + [{"question": "3+3", "answer": "6"}])
     assert len(DatasetRegistry.register_dataset("mine", frame, "frame")) == 3
-    datasets = pytest.importorskip("datasets")
+    datasets = require_module("datasets", "datasets comes with rllm-envs[datasets]")
     hf = datasets.Dataset.from_list(rows)
     assert DatasetRegistry.register_dataset("mine", hf, "hf").rows == tuple(rows)
     assert DatasetRegistry.get_dataset_splits("mine") == ["file", "frame", "hf", "train"]

@@ -17,6 +17,7 @@ from rllm_envs.swe.integrity import bash, play
 from rllm_envs.swe.tasks import swebench_image_name
 
 from tests.envs.swe_support import FAST_POLICY, require_images
+from tests.parts import require_module
 
 pytestmark = pytest.mark.slow
 
@@ -109,7 +110,7 @@ def test_rows_come_from_files_the_registry_and_hf_datasets(swebench_image, tmp_p
     path = tmp_path / "rows.jsonl"
     path.write_text(json.dumps(row()) + "\n")
     DatasetRegistry.register_dataset("swe-demo", [row()], split="test")
-    datasets = pytest.importorskip("datasets")
+    datasets = require_module("datasets", "datasets comes with rllm-envs[datasets]")
     hf_dir = tmp_path / "hf"
     datasets.Dataset.from_list([row()]).save_to_disk(str(hf_dir))
     for source, split in (

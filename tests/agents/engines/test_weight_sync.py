@@ -15,6 +15,8 @@ from rllm_agents.engines.weight_sync import (
     sync_weights,
 )
 
+from tests.parts import require_module
+
 PROMPT = [{"role": "user", "content": "Say something."}]
 
 
@@ -26,7 +28,7 @@ def tiny():
 
 
 def test_a_lora_policy_is_sent_merged_as_peft_would_merge_it(tiny):
-    peft = pytest.importorskip("peft")
+    peft = require_module("peft", "peft is a dependency of rllm-train")
     import copy
 
     config = peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"])
