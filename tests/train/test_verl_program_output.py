@@ -93,7 +93,9 @@ def test_verls_budgets_fail_a_long_prompt_and_cut_a_long_response():
 def test_program_rows_round_trip_and_resolve_files_against_the_trainers_directory(tmp_path):
     ref = ProgramRef(function="agents/a.py:run", cwd=str(tmp_path), timeout_s=5.0, retries=0)
     assert ProgramRef.from_json(ref.to_json()) == ref and ProgramRef.from_json("") is None
-    assert ref._function_in_cwd() == f"{tmp_path / 'agents/a.py'}:run"
+    (tmp_path / "agents").mkdir()
+    (tmp_path / "agents/a.py").write_text("def run(task, base_url, api_key):\n    return 1.0\n")
+    assert ref.load().function.__code__.co_filename == str(tmp_path / "agents/a.py")
     with pytest.raises(ValueError, match="exactly one"):
         ProgramRef(function="m:f", command="ls")
 

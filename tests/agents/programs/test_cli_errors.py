@@ -34,7 +34,7 @@ def test_the_installed_command_names_a_missing_program(tmp_path):
 @pytest.mark.parametrize(
     "argv, expected",
     [
-        (["--agent-program", "math_agent"], ("--agent-program", "module:function")),
+        (["--agent-program", "math_agent"], ("--agent-program", "not of the form module:name")),
         (["--agent-program", "missing/agent.py:run"], ("no such file",)),
         (["--agent-program", "json:no_such"], ("has no 'no_such'",)),
         (["--agent-cmd", "no-such-program-xyz"], ("--agent-cmd", "not on PATH")),

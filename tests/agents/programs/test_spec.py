@@ -30,7 +30,7 @@ def test_a_function_by_module_file_or_object(tmp_path):
 @pytest.mark.parametrize(
     "spec, words",
     [
-        ("json", "not of the form module:function"),
+        ("json", "not of the form module:name"),
         ("no_such_module_xyz:run", "cannot import 'no_such_module_xyz'"),
         ("json:no_such_function", "has no 'no_such_function'"),
         ("json:__doc__", "is not callable"),

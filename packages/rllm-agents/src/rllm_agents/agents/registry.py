@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import importlib
+from rllm_envs.core.loading import load_attr
 
 from rllm_agents.agents.base import BaseAgent
 from rllm_agents.agents.text_agent import TextAgent
@@ -18,13 +18,12 @@ AGENTS: dict[str, str] = {
 }
 
 
-def load_entry_point(entry_point: str) -> type:
-    module_name, _, attribute = entry_point.partition(":")
-    return getattr(importlib.import_module(module_name), attribute)
+# The one "module:attribute" loader, by the name this module has always given it.
+load_entry_point = load_attr
 
 
 def agent_for_env(env_id: str) -> type[BaseAgent]:
     """The agent class registered for `env_id`, else the generic :class:`TextAgent`."""
     bare_id = env_id.split(":", 1)[-1]  # "rllm_envs:rllm/X-v0" names the same env
     entry_point = AGENTS.get(bare_id)
-    return load_entry_point(entry_point) if entry_point else TextAgent
+    return load_attr(entry_point, what="agent") if entry_point else TextAgent

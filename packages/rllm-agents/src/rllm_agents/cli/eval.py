@@ -560,15 +560,14 @@ def failure_rate_exceeded(summary: dict[str, Any], max_rate: float) -> bool:
 
 def load_agent(path: str) -> type:
     """The agent class `path` ("module:Class") names, or a UsageError saying why not."""
-    from rllm_agents.agents.base import BaseAgent
-    from rllm_agents.agents.registry import load_entry_point
+    from rllm_envs.core.loading import LoadError, load_attr
 
-    if ":" not in path:
-        raise UsageError(f"--agent: {path!r} is not of the form module:Class")
+    from rllm_agents.agents.base import BaseAgent
+
     try:
-        agent_class = load_entry_point(path)
-    except (ImportError, AttributeError) as error:
-        raise UsageError(f"--agent: cannot load {path!r}: {error}") from error
+        agent_class = load_attr(path, what="--agent")
+    except LoadError as error:
+        raise UsageError(str(error)) from error
     if not (isinstance(agent_class, type) and issubclass(agent_class, BaseAgent)):
         raise UsageError(f"--agent: {path!r} is not a BaseAgent subclass")
     return agent_class

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 import json
 import os
 import sys
@@ -57,9 +56,11 @@ def multiagent_env_module(name: str) -> ModuleType | None:
     path = f"rllm_envs.multiagent.{name}" if name in ENV_MODULES else name
     if "." not in path:
         return None
+    from rllm_envs.core.loading import LoadError, load_module
+
     try:
-        module = importlib.import_module(path)
-    except ImportError:
+        module = load_module(path, what="--env")
+    except LoadError:
         return None
     return module if callable(getattr(module, "parallel_env", None)) else None
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import importlib
 from collections.abc import Callable
 
 # The parser, the error and the one-line report are shared with rllm-envs' own command.
@@ -70,15 +69,12 @@ def check_env_id(env_id: str) -> str:
     """
     import gymnasium as gym
     import rllm_envs  # noqa: F401  (registers the rllm/ ids)
+    from rllm_envs.core.loading import LoadError, plain_env_id
 
-    module_name, sep, plain_id = env_id.rpartition(":")
-    if sep:
-        try:
-            importlib.import_module(module_name)
-        except ImportError as error:
-            raise UsageError(
-                f"env id {env_id!r}: cannot import module {module_name!r}: {error}"
-            ) from error
+    try:
+        plain_id = plain_env_id(env_id)
+    except LoadError as error:
+        raise UsageError(str(error)) from error
     if plain_id not in gym.registry:
         raise UsageError(f"{plain_id!r} is not a registered Gymnasium env; {_env_hint(plain_id)}")
     return plain_id

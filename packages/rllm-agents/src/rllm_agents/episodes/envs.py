@@ -7,12 +7,12 @@ them all at the end. How an api is made and reset lives in :data:`ENV_APIS`.
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from rllm_agents.execution.env_spec import EnvSpec, ParallelEnvSpec
 from rllm_agents.types import EnvRecord
 
 
@@ -21,14 +21,11 @@ class NotReplayable(Exception):
 
 
 def _make_gymnasium(record: EnvRecord) -> Any:
-    import gymnasium as gym
-    import rllm_envs  # noqa: F401 - registers the rllm/* ids
-
-    return gym.make(record.id, **record.kwargs)
+    return EnvSpec(record.id, dict(record.kwargs))()
 
 
 def _make_parallel(record: EnvRecord) -> Any:
-    return importlib.import_module(record.id).parallel_env(**record.kwargs)
+    return ParallelEnvSpec(record.id, dict(record.kwargs))()
 
 
 # How to make an env of each api an EnvRecord names (rllm_agents.execution.env_spec's names).

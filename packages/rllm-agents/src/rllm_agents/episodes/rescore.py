@@ -108,13 +108,12 @@ def resolve_grader(name: str) -> GraderChoice:
             f"--grader {name!r}: not one of {', '.join([ENV_GRADER, *GRADERS])} and not of "
             "the form module:function"
         )
-    from rllm_agents.programs.spec import ProgramSpecError, load_module
+    from rllm_envs.core.loading import LoadError, load_attr
 
-    location, _, attribute = name.rpartition(":")
     try:
-        function = getattr(load_module(location), attribute)
-    except (ProgramSpecError, AttributeError) as error:
-        raise UnknownGrader(f"--grader: cannot load {name!r}: {error}") from error
+        function = load_attr(name, what="--grader")
+    except LoadError as error:
+        raise UnknownGrader(str(error)) from error
     if not callable(function):
         raise UnknownGrader(f"--grader: {name!r} is not callable")
     return GraderChoice(name, function)

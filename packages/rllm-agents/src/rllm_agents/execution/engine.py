@@ -47,8 +47,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from rllm_envs.core.loading import load_attr
+
 from rllm_agents.agents.base import BaseAgent
-from rllm_agents.agents.registry import load_entry_point
 from rllm_agents.chat import (
     TokenConversation,
     encode,
@@ -643,7 +644,7 @@ def resolve_executor(executor: str | Any) -> Any:
         raise ValueError(
             f"executor must be one of {tuple(EXECUTORS)} or an executor object, not {executor!r}"
         )
-    return load_entry_point(EXECUTORS[executor])()
+    return load_attr(EXECUTORS[executor], what="executor")()
 
 
 class _ModelFailure(Exception):

@@ -44,9 +44,9 @@ class ParallelEnvSpec:
         return self.module
 
     def __call__(self) -> Any:
-        import importlib
+        from rllm_envs.core.loading import load_attr
 
-        return importlib.import_module(self.module).parallel_env(**self.kwargs)
+        return load_attr(f"{self.module}:parallel_env", what="multi-agent env")(**self.kwargs)
 
 
 @dataclass(frozen=True)

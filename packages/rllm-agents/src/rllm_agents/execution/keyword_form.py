@@ -15,7 +15,6 @@ first). ``engine_name`` is a key of :data:`rllm_agents.engines.ENGINES`; its arg
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -48,12 +47,10 @@ def env_factory(env_class: type | str, env_args: Mapping[str, Any] | None) -> Ca
     if isinstance(env_class, type):
         return lambda: env_class(**arguments)
     import gymnasium as gym
+    import rllm_envs  # noqa: F401 - registers the rllm/* ids
+    from rllm_envs.core.loading import plain_env_id
 
-    module_name, _, env_id = env_class.rpartition(":")
-    if module_name:
-        importlib.import_module(module_name)  # registers the id, as gym.make("mod:id") does
-    else:
-        import rllm_envs  # noqa: F401 - registers the rllm/* ids
+    env_id = plain_env_id(env_class, what="env_class")  # "mod:id" imports mod, as gym.make does
     return lambda: gym.make(env_id, **arguments)
 
 

@@ -18,20 +18,18 @@ executable is found - so a typo is one clear :class:`ProgramSpecError` before an
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import importlib
-import importlib.util
 import inspect
 import json
 import os
 import shlex
 import shutil
-import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
+
+from rllm_envs.core.loading import LoadError, load_attr
 
 from rllm_agents.programs.process import run_command
 from rllm_agents.programs.result import (
@@ -172,23 +170,17 @@ def _takes_keyword(function: Callable[..., Any], name: str) -> bool:
 # ---- naming a program -------------------------------------------------------------------------
 
 
-def function_program(spec: str | Callable[..., Any]) -> FunctionProgram:
-    """A function program from an object or a ``module:function`` / ``file.py:function`` name."""
+def function_program(spec: str | Callable[..., Any], cwd: str | None = None) -> FunctionProgram:
+    """A function program from an object or a ``module:function`` / ``file.py:function`` name
+    (a relative file is found under `cwd` when given)."""
     if callable(spec):
         return FunctionProgram(spec, getattr(spec, "__qualname__", repr(spec)))
-    location, sep, attribute = spec.rpartition(":")
-    if not sep or not location or not attribute:
-        raise ProgramSpecError(
-            f"{spec!r} is not of the form module:function or path/to/file.py:function"
-        )
-    module = load_module(location)
-    target: Any = module
-    for part in attribute.split("."):
-        target = getattr(target, part, None)
-        if target is None:
-            raise ProgramSpecError(f"{location!r} has no {attribute!r}")
+    try:
+        target = load_attr(spec, what="agent program", cwd=cwd)
+    except LoadError as error:
+        raise ProgramSpecError(str(error)) from error
     if not callable(target):
-        raise ProgramSpecError(f"{spec!r} is not callable")
+        raise ProgramSpecError(f"agent program {spec!r} is not callable")
     return FunctionProgram(target, spec)
 
 
@@ -226,36 +218,3 @@ def program_from_options(function: str = "", command: str = "") -> AgentProgram 
         return None
     [(kind, text)] = given.items()
     return PROGRAM_KINDS[kind](text)
-
-
-def load_module(location: str) -> Any:
-    """A module by import path, or a ``.py`` file's (ProgramSpecError saying why not)."""
-    if location.endswith(".py"):
-        return _load_file(Path(location))
-    try:
-        return importlib.import_module(location)
-    except ImportError as error:
-        raise ProgramSpecError(f"cannot import {location!r}: {error}") from error
-
-
-def _load_file(path: Path) -> Any:
-    """A program's own file as a module, under a name of its own (two files named agent.py in
-    different folders do not collide; loading the same file twice gives the same module)."""
-    if not path.is_file():
-        raise ProgramSpecError(f"no such file: {path}")
-    resolved = path.resolve()
-    digest = hashlib.sha1(str(resolved).encode()).hexdigest()[:12]
-    name = f"rllm_program_{resolved.stem}_{digest}"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, resolved)
-    if spec is None or spec.loader is None:
-        raise ProgramSpecError(f"cannot load {path} as a Python module")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # before running it: dataclasses and pickling look it up
-    try:
-        spec.loader.exec_module(module)
-    except Exception as error:  # noqa: BLE001 - an error in the user's file, reported as such
-        del sys.modules[name]
-        raise ProgramSpecError(f"cannot load {path}: {type(error).__name__}: {error}") from error
-    return module

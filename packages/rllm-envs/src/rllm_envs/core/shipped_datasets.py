@@ -10,12 +10,12 @@ Nothing here is read until a split is loaded; the table itself is constant.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
+from rllm_envs.core.loading import load_attr
 from rllm_envs.core.task_set import Row, read_task_file
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
@@ -92,8 +92,7 @@ def load_shipped(name: str, split: str) -> list[Row]:
     """The rows of a shipped split (KeyError when the name or split is not shipped)."""
     source = SHIPPED_DATASETS[name].splits[split]
     if ":" in source:
-        module_name, _, function = source.partition(":")
-        return [dict(row) for row in getattr(importlib.import_module(module_name), function)()]
+        return [dict(row) for row in load_attr(source, what=f"shipped split {name}:{split}")()]
     return read_task_file(PACKAGE_DIR / source)
 
 

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from rllm_envs.mcp.servers import import_object
+from rllm_envs.core.loading import load_attr
 
 Grader = Callable[[str, Mapping[str, Any]], float]
 
@@ -82,7 +82,7 @@ def resolve_grader(name_or_callable: str | Grader) -> Grader:
     if name_or_callable in GRADERS:
         return GRADERS[name_or_callable]
     if ":" in name_or_callable:
-        grader = import_object(name_or_callable)
+        grader = load_attr(name_or_callable, what="MCP reward")
         if not callable(grader):
             raise TypeError(f"reward {name_or_callable!r} is not callable")
         return grader

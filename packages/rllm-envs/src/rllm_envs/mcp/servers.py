@@ -3,12 +3,13 @@ Python functions served in-process), parsed from the forms users write."""
 
 from __future__ import annotations
 
-import importlib
 import shlex
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from rllm_envs.core.loading import load_attr
 
 
 @dataclass(frozen=True)
@@ -41,19 +42,8 @@ class ServerSpec:
         return "http" if self.url is not None else "python"
 
 
-def import_object(reference: str) -> Any:
-    """The object named by ``"package.module:attribute"``."""
-    module_name, _, attribute = reference.partition(":")
-    if not module_name or not attribute:
-        raise ValueError(f"{reference!r} is not an import string of the form 'module:name'")
-    obj = importlib.import_module(module_name)
-    for part in attribute.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
 def _function(value: Any) -> Callable[..., Any]:
-    function = import_object(value) if isinstance(value, str) else value
+    function = load_attr(value, what="MCP tool") if isinstance(value, str) else value
     if not callable(function):
         raise TypeError(f"tool {value!r} is not callable")
     return function

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from typing import Any
 
+from rllm_envs.core.loading import load_attr
 from rllm_envs.sandbox.execution import Sandbox
 from rllm_envs.sandbox.policy import SandboxPolicy
 
@@ -27,6 +27,5 @@ def make_sandbox(name: str, policy: SandboxPolicy | None = None, **options: Any)
         raise ValueError(
             f"unknown sandbox backend {name!r}; choose from {sorted(SANDBOX_BACKENDS)}"
         )
-    module_name, _, class_name = SANDBOX_BACKENDS[name].partition(":")
-    backend = getattr(importlib.import_module(module_name), class_name)
+    backend = load_attr(SANDBOX_BACKENDS[name], what="sandbox backend")
     return backend(policy=policy or SandboxPolicy(), **options)

@@ -9,10 +9,11 @@ float (or a bool). Without a reward function the episode is unscored (reward 0, 
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from rllm_envs.core.loading import load_attr
 
 
 @dataclass(frozen=True)
@@ -31,15 +32,9 @@ def load_reward(spec: str | Callable[..., Any] | None) -> RewardFunction | None:
     """The function named by ``"module:function"`` (or a callable given directly)."""
     if spec is None or callable(spec):
         return spec
-    if not isinstance(spec, str) or ":" not in spec:
-        raise ValueError(f"a reward function is named 'package.module:function', got {spec!r}")
-    module_name, _, attribute = spec.partition(":")
-    try:
-        function = getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as error:
-        raise ValueError(f"cannot load the reward function {spec!r}: {error}") from error
+    function = load_attr(spec, what="reward function")
     if not callable(function):
-        raise ValueError(f"{spec!r} is not callable")
+        raise ValueError(f"reward function {spec!r} is not callable")
     return function
 
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
-
 from rllm_agents.agents.base import BaseAgent
 from rllm_agents.agents.registry import agent_for_env
+from rllm_envs.core.loading import load_attr
 
 from rllm_train import default_task
 
@@ -24,11 +23,7 @@ def agent_class_for(env_id: str, agent_path: str = "") -> type[BaseAgent]:
     """`agent_path` if given, else the agent registered for `env_id` (the generic TextAgent)."""
     if not agent_path:
         return agent_for_env(env_id.rpartition(":")[2])
-    module_name, _, class_name = agent_path.partition(":")
-    try:
-        agent_class = getattr(importlib.import_module(module_name), class_name)
-    except (ImportError, AttributeError) as error:
-        raise ValueError(f"env.agent={agent_path!r}: cannot load it ({error})") from error
+    agent_class = load_attr(agent_path, what="env.agent")  # a LoadError is a ValueError
     if not (isinstance(agent_class, type) and issubclass(agent_class, BaseAgent)):
         raise ValueError(f"env.agent={agent_path!r} is not a BaseAgent subclass")
     return agent_class

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from importlib import import_module
+from rllm_envs.core.loading import load_attr
 
 from rllm_train.verl.data import EpisodeSource
 
@@ -16,14 +16,8 @@ def make_env(source: EpisodeSource):
 
 
 def load_agent_class(dotted: str) -> type:
-    """An agent class named ``package.module:ClassName``."""
-    module_name, _, class_name = dotted.partition(":")
-    if not module_name or not class_name:
-        raise ValueError(f"agent {dotted!r} must be written 'package.module:ClassName'")
-    try:
-        return getattr(import_module(module_name), class_name)
-    except (ImportError, AttributeError) as error:
-        raise ValueError(f"cannot load agent {dotted!r}: {error}") from error
+    """An agent class named ``package.module:ClassName`` (a LoadError, a ValueError, if not)."""
+    return load_attr(dotted, what="agent")
 
 
 def make_agent(source: EpisodeSource):

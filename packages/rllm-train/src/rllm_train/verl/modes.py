@@ -55,10 +55,9 @@ MODE_ENTRIES: dict[str, ModeEntry] = {
 
 def task_runner_class(mode: str):
     """verl's task-runner actor class for `mode` (imports verl)."""
-    from importlib import import_module
+    from rllm_envs.core.loading import load_attr
 
-    module, name = MODE_ENTRIES[mode].task_runner.split(":")
-    return getattr(import_module(module), name)
+    return load_attr(MODE_ENTRIES[mode].task_runner, what="verl task runner")
 
 
 def mode_problems(spec: Any, estimator: str | None) -> list[str]:

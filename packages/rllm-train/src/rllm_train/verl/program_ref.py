@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 
@@ -52,10 +51,4 @@ class ProgramRef:
 
         if self.command:
             return command_program(self.command, cwd=self.cwd or None)
-        return function_program(self._function_in_cwd())
-
-    def _function_in_cwd(self) -> str:
-        location, sep, attribute = self.function.rpartition(":")
-        if sep and location.endswith(".py") and self.cwd and not Path(location).is_absolute():
-            return f"{Path(self.cwd, location)}:{attribute}"
-        return self.function
+        return function_program(self.function, cwd=self.cwd or None)
