@@ -77,6 +77,11 @@ def test_a_run_without_tokens_is_one_masked_placeholder():
     sample = program_sample(episode(info={"program_failure": "no_model_calls"}), LIMITS, PAD)
     assert (sample.prompt_ids, sample.response_ids, sample.response_mask) == ([0], [0], [0])
     assert sample.extra["rllm_failure"] == "no_model_calls"
+    # A scored run whose calls had no token ids carries its score on a token-less trajectory.
+    scored = Trajectory(reward=1.0, info={"untokenized_calls": 1})
+    sample = program_sample(episode(scored), LIMITS, PAD)
+    assert (sample.prompt_ids, sample.response_mask, sample.reward) == ([0], [0], 0.0)
+    assert sample.extra["rllm_failure"] == "no_tokens"
 
 
 def test_verls_budgets_fail_a_long_prompt_and_cut_a_long_response():

@@ -124,7 +124,7 @@ def test_the_time_limit_kills_the_program_and_its_children(tmp_path, tiny_engine
 @pytest.mark.parametrize(
     "then, words",
     [
-        ("print('the answer is 5')", "not JSON"),
+        ("print(json.dumps({'rewrad': 1}))", "unknown result keys ['rewrad']"),
         ("print(json.dumps({'reward': 'high'}))", "reward must be a number"),
         ("pass", "printed nothing"),
     ],
@@ -134,6 +134,13 @@ def test_unusable_output_is_bad_output(tmp_path, tiny_engine, then, words):
     assert failure_counts(episodes) == {"bad_output": 1}
     [episode] = episodes
     assert episode.termination_reason == TerminationReason.ERROR and words in episode.error
+
+
+def test_a_plain_text_last_line_is_an_answer_the_env_grades(tmp_path, tiny_engine):
+    [episode] = run(tiny_engine, program(tmp_path, "print('the answer is \\\\boxed{5}')"))
+    assert episode.termination_reason == TerminationReason.ENV_DONE, episode.error
+    assert episode.info["answer"] == "the answer is \\boxed{5}"
+    assert episode.reward == 1.0 and episode.is_correct is True  # Math-v0's own grader
 
 
 def test_a_program_that_never_calls_the_model(tmp_path, tiny_engine):

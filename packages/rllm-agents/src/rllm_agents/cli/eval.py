@@ -121,14 +121,16 @@ def build_parser() -> CommandParser:
     agent.add_argument(
         "--agent-program",
         metavar="MODULE:FUNCTION",
-        help="an agent program, async def run(task, base_url, api_key) -> reward | dict, as "
+        help="an agent program, async def run(task, base_url, api_key) -> reward | answer | "
+        "dict, as "
         "module:function or path/to/file.py:function (docs/agents/gateway.md)",
     )
     agent.add_argument(
         "--agent-cmd",
         metavar="COMMAND",
         help="an agent program run as a command: the task as JSON on stdin, the endpoint in "
-        "OPENAI_BASE_URL / OPENAI_API_KEY, its result as the last line of stdout",
+        "OPENAI_BASE_URL / OPENAI_API_KEY, its answer (or a JSON result object) as the last "
+        "line of stdout",
     )
     parser.add_argument(
         "--gateway-processes",

@@ -8,14 +8,15 @@ call's tokens, so the program needs no change to be evaluated (``rllm-eval --age
 
 The protocol (docs/agents/gateway.md has it with examples):
 
-* **function** ``async def run(task: dict, base_url: str, api_key: str) -> float | dict``,
+* **function** ``async def run(task: dict, base_url: str, api_key: str) -> float | str | dict``,
   named ``module:function`` or ``path/to/file.py:function``;
 * **command** ``python my_agent.py``: the task as one JSON line on stdin, the endpoint in
-  ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` / ``OPENAI_MODEL``, the result as the last line of
-  stdout; killed with its whole process group at the time limit;
-* **result**: a number (the reward) or ``{"reward": ..., "answer": ..., "info": {...}}``; an
-  ``answer`` without a reward is graded by the env (reset on the task row, stepped once with
-  the answer).
+  ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` / ``OPENAI_MODEL``, its answer as the last line of
+  stdout (a plain ``print(answer)``; a JSON object there is a result object); killed with its
+  whole process group at the time limit;
+* **result**: an answer, graded by the env (reset on the task row, stepped once with the
+  answer), or ``{"reward": ..., "answer": ..., "info": {...}}``; a function may also return a
+  number, its reward (a command's bare number is an answer).
 
 Modules: :mod:`.spec` (the two forms and how they are named), :mod:`.process` (running a
 command), :mod:`.result` (results and failure kinds), :mod:`.grading` (answers graded by the

@@ -1,8 +1,14 @@
 """What an agent program hands back, and the ways a program run can fail.
 
-Both program forms end the same way: a callable returns a value, a command prints it as the
-last non-empty line of its stdout (JSON). The value is either a number - the episode's reward -
-or an object with
+A command prints its result as the last non-empty line of its stdout:
+
+* a JSON object is a result object (below);
+* anything else is the program's **answer**, graded by the env - a plain ``print(answer)``
+  (``42``, ``The answer is \\boxed{42}``), and a bare JSON string (``"42"``, decoded) or number
+  (``42``) alike: a number on its own is an answer, never a reward.
+
+A callable returns a number - the episode's reward -, a string - its answer -, or a result
+object. A result object has
 
 * ``reward`` (number): the episode's reward, as the program scored it;
 * ``answer`` (string or number): the program's final answer, graded by the env when there is
@@ -11,7 +17,8 @@ or an object with
   a self-scoring program sets it, is the episode's correctness).
 
 At least one of ``reward`` and ``answer`` must be there; any other key is refused, so a typo
-(``"rewrad"``) is a clear failure instead of an episode silently graded as wrong.
+(``"rewrad"``) is a clear failure instead of an episode silently graded as wrong. The answer of
+an episode is kept in ``Episode.info["answer"]``, where a garbled result line shows up.
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ OUTPUT_TAIL_CHARS = 4000
 FAILURE_ENDINGS: dict[str, TerminationReason] = {
     "crashed": TerminationReason.ERROR,  # a non-zero exit status, or the callable raised
     "timeout": TerminationReason.TIMEOUT,  # still running at the time limit; killed
-    "bad_output": TerminationReason.ERROR,  # no result, not JSON, or not a valid result
+    "bad_output": TerminationReason.ERROR,  # no output, or a result object that is not valid
     "no_model_calls": TerminationReason.ERROR,  # nothing went through the gateway
     "no_grader": TerminationReason.ERROR,  # an answer to grade, but no env to grade it with
 }
@@ -61,14 +68,16 @@ class ProgramResult:
 
 
 def parse_result(value: Any) -> ProgramResult:
-    """The result a program returned (see the module docstring), or a ``bad_output`` failure."""
+    """The result a callable returned (see the module docstring), or a ``bad_output`` failure."""
     if _is_number(value):
         return ProgramResult(reward=_finite(value, "the reward"))
+    if isinstance(value, str):
+        return ProgramResult(answer=value)
     if not isinstance(value, dict):
         raise ProgramFailure(
             "bad_output",
-            f"a program returns a number (the reward) or an object with reward/answer/info, "
-            f"not {type(value).__name__}: {_clip(repr(value))}",
+            f"a program returns a number (the reward), a string (the answer) or an object with "
+            f"reward/answer/info, not {type(value).__name__}: {_clip(repr(value))}",
         )
     unknown = sorted(set(value) - set(RESULT_KEYS))
     if unknown:
@@ -94,23 +103,23 @@ def parse_result(value: Any) -> ProgramResult:
 
 
 def parse_output(stdout: str) -> ProgramResult:
-    """The result a command printed: its last non-empty stdout line, read as JSON."""
-    lines = [line for line in stdout.splitlines() if line.strip()]
+    """The result a command printed: its last non-empty stdout line, a JSON result object or
+    else its answer (see the module docstring)."""
+    lines = [line.strip() for line in stdout.splitlines() if line.strip()]
     if not lines:
         raise ProgramFailure(
             "bad_output",
-            "the program printed nothing; its last stdout line must be its result, e.g. "
-            '{"answer": "42"} or {"reward": 1.0}',
+            "the program printed nothing; its last stdout line must be its answer, or a "
+            'result object such as {"reward": 1.0}',
         )
+    last = lines[-1]
     try:
-        value = json.loads(lines[-1])
-    except json.JSONDecodeError:
-        raise ProgramFailure(
-            "bad_output",
-            f"the last line of stdout is not JSON: {_clip(lines[-1])!r}; print the result "
-            'last, e.g. {"answer": "42"} or {"reward": 1.0}',
-        ) from None
-    return parse_result(value)
+        value = json.loads(last)
+    except json.JSONDecodeError:  # plain text, or a set such as {1, 2}: an answer either way
+        return ProgramResult(answer=last)
+    if isinstance(value, dict):
+        return parse_result(value)
+    return ProgramResult(answer=value if isinstance(value, str) else last)
 
 
 def tail(text: str, limit: int = OUTPUT_TAIL_CHARS) -> str:

@@ -1,6 +1,6 @@
 """The two forms of an agent program, and how each is named on a command line or in a config.
 
-* A **function**: ``async def run(task, base_url, api_key) -> float | dict``, passed as an
+* A **function**: ``async def run(task, base_url, api_key) -> float | str | dict``, passed as an
   object or named ``"module:function"`` / ``"path/to/file.py:function"``. A plain ``def``
   works too; it runs on a worker thread (where a time limit can end the episode but not the
   thread: the call runs on until it returns). A function that also takes a ``model`` keyword
@@ -8,8 +8,9 @@
 * A **command**: ``"python my_agent.py --flag"`` (split like a shell would, not run by one).
   It reads the task as one JSON object on stdin, finds the endpoint in ``OPENAI_BASE_URL``,
   ``OPENAI_API_KEY`` and ``OPENAI_MODEL`` (also ``OPENAI_API_BASE``, and the session id in
-  ``RLLM_SESSION_ID``), and prints its result as the last line of stdout
-  (:mod:`rllm_agents.programs.result`). Exit status 0 means it finished; any other is a crash.
+  ``RLLM_SESSION_ID``), and prints its answer (or a JSON result object) as the last line of
+  stdout (:mod:`rllm_agents.programs.result`). Exit status 0 means it finished; any other is a
+  crash.
 
 Both are checked when named - the module imports, the function exists, the command's
 executable is found - so a typo is one clear :class:`ProgramSpecError` before any episode.

@@ -227,6 +227,10 @@ def program_episode(
             correct = result.info.get("is_correct")
             is_correct = correct if isinstance(correct, bool) else None
         reason = TerminationReason.ENV_FAILURE if env_failure else TerminationReason.ENV_DONE
+        if not trajectories:
+            # Calls without token ids (a served model, no tokenizer) form no sequence to train
+            # on, but the episode's score still needs a trajectory to be read from.
+            trajectories = [Trajectory(info={"untokenized_calls": len(calls)})]
     for trajectory in trajectories:
         trajectory.task = row
         trajectory.reward = reward

@@ -115,7 +115,7 @@ def sample_extra(
 def program_sample(episode: Episode, limits: SampleLimits, placeholder_id: int) -> ProgramSample:
     """The sample verl trains from one program episode (see the module docstring)."""
     failure = episode_failure(episode)
-    chosen = trained_sequence(list(episode.trajectories))
+    chosen = trained_sequence([t for t in episode.trajectories if t.response_ids])
     if chosen is None:
         return placeholder_sample(placeholder_id, failure or "no_tokens", episode.error)
     prompt = list(chosen.prompt_ids)
