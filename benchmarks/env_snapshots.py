@@ -1,6 +1,7 @@
 """Snapshot and restore times of the envs whose state lives outside Python.
 
-    python benchmarks/env_snapshots.py [--repeats 5] [--blob-mb 4 32] [--no-web]
+    python benchmarks/env_snapshots.py [--repeats 5] [--blob-mb 4 32] [--sections swe,code,web]
+        [--no-web]
 
 1. rllm/SWE-v0, both ways of capturing the agent's container side by side (``tar``: an archive
    of the workspace made inside the container, kept in Python; ``commit``: ``docker commit``),
@@ -184,13 +185,29 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--blob-mb", type=int, nargs="*", default=[4, 32])
-    parser.add_argument("--no-web", action="store_true")
+    parser.add_argument(
+        "--sections",
+        default=",".join(SECTIONS),
+        help="which envs to time (swe and code need Docker, web Chromium)",
+    )
+    parser.add_argument("--no-web", action="store_true", help="leave the web section out")
     args = parser.parse_args()
+    sections = [name for name in args.sections.split(",") if name]
+    unknown = sorted(set(sections) - set(SECTIONS))
+    if unknown:
+        parser.error(f"--sections: unknown {unknown}; choose from {', '.join(SECTIONS)}")
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs\n")
-    swe_section(args.repeats, args.blob_mb)
-    code_section(args.repeats)
-    if not args.no_web:
-        web_section(args.repeats)
+    for name in sections:
+        if not (name == "web" and args.no_web):
+            SECTIONS[name](args)
+
+
+# Each section by name, run in this order.
+SECTIONS: dict[str, Callable[[argparse.Namespace], None]] = {
+    "swe": lambda args: swe_section(args.repeats, args.blob_mb),
+    "code": lambda args: code_section(args.repeats),
+    "web": lambda args: web_section(args.repeats),
+}
 
 
 if __name__ == "__main__":

@@ -1,10 +1,11 @@
 """What a judge reward costs and how much its scores say: SmolLM2 on llama.cpp judging groups of
 SmolLM2's own replies to rllm/OpenEnded-v0's prompts.
 
-    python benchmarks/judge_cost.py [--groups 16] [--n 4] [--slots N]
+    python benchmarks/judge_cost.py [--groups 16] [--n 4] [--slots N] [--reply-tokens 48]
+        [--judge-tokens 256]
 
-For each of `--groups` prompts, `--n` replies are sampled (temperature 1, 48 tokens) from the
-same server; then each group is judged three ways, timed per call:
+For each of `--groups` prompts, `--n` replies are sampled (temperature 1, `--reply-tokens` each)
+from the same server; then each group is judged three ways, timed per call:
 
 * group: one prompt holding the n replies (``{"scores": [...]}``), the default schema-held reply;
 * group, reversed: the same replies in the opposite order - a judge that reads the replies
@@ -39,8 +40,8 @@ def prompts(count: int) -> list[str]:
     return [str(rows[i % len(rows)]["prompt"]) for i in range(count)]
 
 
-async def sample_replies(engine: LlamaCppEngine, prompt: str, n: int) -> list[str]:
-    sampling = SamplingParams(temperature=1.0, max_tokens=48, logprobs=False)
+async def sample_replies(engine: LlamaCppEngine, prompt: str, n: int, tokens: int) -> list[str]:
+    sampling = SamplingParams(temperature=1.0, max_tokens=tokens, logprobs=False)
     messages = [{"role": "user", "content": prompt}]
     outputs = await asyncio.gather(
         *(engine.generate(messages, sampling=sampling) for _ in range(n))
@@ -78,18 +79,21 @@ def main() -> None:
     parser.add_argument("--groups", type=int, default=16)
     parser.add_argument("--n", type=int, default=4)
     parser.add_argument("--slots", type=int, default=None, help="default: one per core, at most 4")
+    parser.add_argument("--reply-tokens", type=int, default=48, help="per sampled reply")
+    parser.add_argument("--judge-tokens", type=int, default=256, help="per judge reply")
     args = parser.parse_args()
     started = time.perf_counter()
     engine = LlamaCppEngine.start("smollm2", slots=args.slots)
     up = time.perf_counter() - started
     print(f"llama.cpp SmolLM2, {engine.serving_slots} server(s): up in {up:.1f} s")
-    judge = Judge(engine, JudgeSettings(rubric=RUBRIC), owns_engine=True)
+    settings = JudgeSettings(rubric=RUBRIC, max_tokens=args.judge_tokens)
+    judge = Judge(engine, settings, owns_engine=True)
     times: dict[str, list[float]] = {"group": [], "group, reversed": [], "pointwise": []}
     calls: dict[str, list[JudgeCall]] = {name: [] for name in times}
     rising = kept = replies = 0
     try:
         for prompt in prompts(args.groups):
-            answers = judge.run(sample_replies(engine, prompt, args.n))
+            answers = judge.run(sample_replies(engine, prompt, args.n, args.reply_tokens))
             group = [(Turn("task", prompt), Turn("agent", answer)) for answer in answers]
             [forward], seconds = timed(judge, as_group(judge, group))
             times["group"].append(seconds)

@@ -6,7 +6,6 @@ the conformance suite.)"""
 from __future__ import annotations
 
 import concurrent.futures
-import importlib.util
 import json
 import os
 import signal
@@ -22,25 +21,14 @@ import numpy as np
 import pytest
 
 from tests.benchmark_runs import run_benchmark
-from tests.envs.web_support import outside_site
-from tests.parts import require_part
+from tests.envs.web_support import outside_site, require_web
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _web_ready() -> None:
-    require_part(
-        importlib.util.find_spec("playwright") is not None,
-        "playwright is not installed (pip install 'rllm-envs[web]')",
-    )
-    from rllm_envs.web.browser import find_browser
-
-    require_part(find_browser() is not None, "no Chromium found (apt-get install chromium)")
-
-
 @pytest.fixture(scope="module")
 def env():
-    _web_ready()
+    require_web()
     env = gym.make("rllm/Web-v0").unwrapped
     yield env
     env.close()
@@ -206,7 +194,7 @@ def _wait_until_gone(pids: set[int], seconds: float = 15.0) -> set[int]:
 
 @pytest.mark.parametrize("ending", ["close", "error", "sigkill"])
 def test_no_chromium_process_outlives_close_an_error_or_a_killed_owner(ending):
-    _web_ready()
+    require_web()
     before = _chromium_pids()
     child = subprocess.Popen(
         [sys.executable, "-c", CHILD, ending],
@@ -293,7 +281,7 @@ REAPING_CHILD = textwrap.dedent(
 
 
 def test_every_chromium_process_is_reaped_after_a_crash_and_after_close():
-    _web_ready()
+    require_web()
     result = subprocess.run(
         [sys.executable, "-c", REAPING_CHILD],
         capture_output=True,
@@ -335,7 +323,7 @@ def test_only_the_task_site_is_reachable_unless_allowlisted(env, outside):
 
 
 def test_hung_page_times_out_with_an_observation(outside):
-    _web_ready()
+    require_web()
     hung = gym.make("rllm/Web-v0", action_timeout=1.0, navigation_timeout=2.0).unwrapped
     try:
         started = time.perf_counter()
@@ -371,7 +359,7 @@ def test_open_ended_task_with_a_user_reward_function(env, outside):
 
 
 def test_screenshot_mode_passes_check_env_and_shows_the_page():
-    _web_ready()
+    require_web()
     from gymnasium.utils.env_checker import check_env
 
     shot = gym.make("rllm/Web-v0", screenshot=True, viewport=(640, 480)).unwrapped
@@ -390,7 +378,7 @@ def test_screenshot_mode_passes_check_env_and_shows_the_page():
 
 @pytest.mark.slow
 def test_latency_benchmark_runs_and_reports_percentiles():
-    _web_ready()
+    require_web()
     result = run_benchmark(
         "web_latency.py", "--episodes=3", "--rounds=1", "--envs=2", "--episodes-per-env=1"
     )
@@ -400,7 +388,7 @@ def test_latency_benchmark_runs_and_reports_percentiles():
 
 
 def test_close_is_idempotent_and_an_env_can_be_dropped_without_it():
-    _web_ready()
+    require_web()
     first = gym.make("rllm/Web-v0").unwrapped
     first.reset(seed=0)
     first.close()

@@ -1,11 +1,25 @@
-"""Shared by the rllm/Web-v0 tests: a site outside the task app, served on 127.0.0.1."""
+"""Shared by the rllm/Web-v0 tests: what they need to run, and a site outside the task app,
+served on 127.0.0.1."""
 
 from __future__ import annotations
 
 import contextlib
 import http.server
+import importlib.util
 
 from tests.loopback import serve_http
+from tests.parts import require_part
+
+
+def require_web() -> None:
+    """Skip (locally) or fail (under CI) without Playwright and a Chromium to drive."""
+    require_part(
+        importlib.util.find_spec("playwright") is not None,
+        "playwright is not installed (pip install 'rllm-envs[web]')",
+    )
+    from rllm_envs.web.browser import find_browser
+
+    require_part(find_browser() is not None, "no Chromium found (apt-get install chromium)")
 
 
 class OutsideSite(http.server.BaseHTTPRequestHandler):
