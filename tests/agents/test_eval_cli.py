@@ -61,3 +61,27 @@ def test_llamacpp_server(tmp_path, llamacpp_server):
     episodes, summary = read_results(output)
     assert len(episodes) == 2 and summary["errors"] == 0
     assert all(step.model_response for e in episodes for step in e.trajectories[0].steps)
+
+
+def test_evaluate_reads_its_arguments_and_records_what_it_decided(tmp_path):
+    """The engine and the episodes at once, left open by the command line, are decided by the
+    run and recorded in the summary's config; the parsed arguments stay as the user gave
+    them."""
+    import copy
+
+    from rllm_agents.cli.eval import DEFAULT_PARALLEL, build_parser, evaluate
+    from rllm_agents.engines import event_loop
+    from rllm_agents.testing.fault_server import FaultServer
+
+    with FaultServer(completion="Staying put: `Left`") as server:
+        args = build_parser().parse_args(
+            ["--env", "rllm/FrozenLake-v0", "--num-tasks", "3", "--max-turns", "1",
+             "--model", "canned", "--base-url", server.base_url, "--no-progress",
+             "--output", str(tmp_path / "run")]
+        )  # fmt: skip
+        given = copy.deepcopy(vars(args))
+        episodes, summary = event_loop.run(evaluate(args))
+        assert vars(args) == given and args.engine is None and args.parallel is None
+        assert summary["config"]["engine"] == "served"
+        assert summary["config"]["parallel"] == DEFAULT_PARALLEL
+    assert len(episodes) == 3 and {e.policy["engine"] for e in episodes} == {"openai"}

@@ -15,7 +15,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from rllm_agents.cli.eval import finished_episodes, main
+from rllm_agents.cli.eval import main
+from rllm_agents.cli.eval_jobs import finished_episodes
 from rllm_agents.engines.openai import OpenAIEngine
 from rllm_agents.run_folder import KILL_AT_VARIABLE, RunLock
 from rllm_agents.testing.fault_server import FaultServer

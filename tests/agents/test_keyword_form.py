@@ -31,7 +31,8 @@ def test_keyword_form_with_a_registered_id_and_the_embedded_engine():
     finally:
         engine.close()
     assert [episode.task for episode in results] == list(tasks)
-    assert engine.n_parallel == 8 and engine.max_response_tokens == 4
+    assert engine.scheduling.n_parallel == 8 and engine.limits.max_response_tokens == 4
+    assert engine.limits.max_prompt_tokens == 256 and engine.sampling.max_tokens == 4
     scores = compute_pass_at_k(results)
     assert scores["tasks"] == 2 and scores["samples_per_task"] == 3
     assert set(scores) == {"tasks", "samples_per_task", "pass@1", "pass@2", "pass@3"}

@@ -46,6 +46,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,21 @@ from rllm_agents.cli.engine_choice import (
     add_engine_options,
     choose_engine,
 )
+from rllm_agents.cli.eval_jobs import (
+    RUN_MARKERS,
+    SUMMARY_FILE,
+    all_jobs,
+    finished_episodes,
+    remaining_jobs,
+)
+from rllm_agents.cli.eval_players import (
+    Player,
+    RunSettings,
+    choose_player,
+    make_runner,
+    program_flag,
+)
+from rllm_agents.cli.eval_report import failure_rate_exceeded, print_summary, run_summary
 from rllm_agents.cli.usage import (
     CommandParser,
     UsageError,
@@ -71,12 +87,7 @@ from rllm_agents.cli.usage import (
 from rllm_agents.engines import event_loop
 from rllm_agents.engines.base import EngineError
 from rllm_agents.engines.slots import serving_slots
-from rllm_agents.episodes.records import (
-    EVAL_EPISODES_FILE,
-    EpisodeFileError,
-    episodes_text,
-    read_episodes,
-)
+from rllm_agents.episodes.records import EVAL_EPISODES_FILE
 from rllm_agents.run_folder import (
     RunFolderError,
     claim_run_folder,
@@ -192,48 +203,6 @@ def probability_or_zero(text: str) -> float:
     return value
 
 
-# ---- the output folder ----------------------------------------------------------------------
-
-SUMMARY_FILE = "summary.json"
-RUN_MARKERS = (EVAL_EPISODES_FILE, SUMMARY_FILE)
-
-
-def finished_episodes(path: Path) -> list[Any]:
-    """What a resume keeps: the episodes that ran to an end. A last line cut short by a kill
-    is dropped (the shared reader skips it); any other bad line is a UsageError naming it,
-    since the rewrite below would lose every episode after it. Infrastructure failures run
-    again (their server may be back); the log is rewritten to hold only what is kept,
-    through a temporary file, so a kill during the rewrite loses nothing."""
-    from rllm_agents.metrics import infrastructure_failure
-
-    if not path.is_file():
-        return []
-    try:
-        kept = [e for e in read_episodes(path) if not infrastructure_failure(e)]
-    except EpisodeFileError as error:
-        raise UsageError(f"--resume: {error}; move the file aside or use --overwrite") from None
-    write_atomic(path, episodes_text(kept))
-    return kept
-
-
-def remaining_jobs(
-    jobs: list[tuple[dict | None, int]], done: list[Any]
-) -> list[tuple[dict | None, int]]:
-    """The jobs (task row or None, seed) no kept episode stands for. A job's seed names it
-    (task rows get one seed each); the samples of a seeded task, which share their seed, are
-    told apart by their count."""
-    from collections import Counter
-
-    finished = Counter(episode.info.get("seed") for episode in done)
-    left = []
-    for task, seed in jobs:
-        if finished[seed] > 0:
-            finished[seed] -= 1
-        else:
-            left.append((task, seed))
-    return left
-
-
 # ---- the env --------------------------------------------------------------------------------
 
 
@@ -280,8 +249,18 @@ def task_rows(env: Any, num_tasks: int | None) -> list[dict] | None:
 # ---- the model ------------------------------------------------------------------------------
 
 
-async def make_engine(args: argparse.Namespace) -> tuple[Any, Any]:
-    """(rollout engine, tokenizer for token-level rendering or None), checked before the run.
+@dataclass(frozen=True)
+class ModelSetup:
+    """The model a run plays with: its rollout engine, the tokenizer for token-level rendering
+    (None: the engine renders), and which engine the run chose (engine_choice's kinds)."""
+
+    engine: Any
+    tokenizer: Any
+    kind: str
+
+
+async def make_engine(args: argparse.Namespace) -> ModelSetup:
+    """The model the command's options name, checked before the run.
 
     The engine comes from --base-url, --engine (--llamacpp) and the model (see
     rllm_agents.cli.engine_choice); a fallback from llama.cpp to transformers is one line on
@@ -292,15 +271,15 @@ async def make_engine(args: argparse.Namespace) -> tuple[Any, Any]:
         print(f"{PROG}: {choice.notice}", file=sys.stderr)
     if args.slots is not None and choice.kind != LLAMACPP:
         raise UsageError(f"--slots: only the llama.cpp engine has slots (this run: {choice.kind})")
-    args.engine = choice.kind  # recorded in the summary's config
     try:
         if choice.kind == SERVED:
-            return await _served_engine(args), None
+            return ModelSetup(await _served_engine(args), None, choice.kind)
         if choice.kind == LLAMACPP:
             from rllm_agents.engines.llamacpp_server import LlamaCppEngine
 
-            return LlamaCppEngine.start(args.model, slots=args.slots, seed=args.seed), None
-        return _local_engine(args)
+            engine = LlamaCppEngine.start(args.model, slots=args.slots, seed=args.seed)
+            return ModelSetup(engine, None, choice.kind)
+        return ModelSetup(*_local_engine(args), choice.kind)
     except (EngineError, ImportError, OSError, ValueError) as error:
         if isinstance(error, UsageError):
             raise
@@ -360,16 +339,13 @@ async def evaluate(
     """Run the evaluation `args` describe; return the episodes and the summary.
 
     Every check on the user's input (env id and arguments, model, server) runs before the
-    first episode; a failed one raises UsageError. ``freeze_setup`` (for the command's own
-    process) moves every object made before the rollout out of the garbage collector's reach
-    for good (``gc.freeze``), so a process that goes on afterwards should leave it off.
+    first episode; a failed one raises UsageError. `args` is only read: what the run decides
+    itself (the engine, the episodes at once) is passed on as values and recorded in the
+    summary's config. ``freeze_setup`` (for the command's own process) moves every object
+    made before the rollout out of the garbage collector's reach for good (``gc.freeze``), so
+    a process that goes on afterwards should leave it off.
     """
     started_at = time.time()
-    from rllm_agents.agents.registry import agent_for_env
-    from rllm_agents.engines.base import SamplingParams
-    from rllm_agents.execution.engine import AgentExecutionEngine
-    from rllm_agents.metrics import summarize_episodes
-
     if (args.resume or args.overwrite) and not args.output:
         raise UsageError("--resume and --overwrite need --output")
     try:
@@ -385,30 +361,11 @@ async def evaluate(
         episodes_path = args.output / EVAL_EPISODES_FILE if args.output else None
         # Read before anything slow: a damaged log is refused before a model loads.
         done = finished_episodes(episodes_path) if args.resume else []
-        program = load_program(args)
-        if program is None:
-            agent_class = load_agent(args.agent) if args.agent else agent_for_env(args.env)
-            agent_args = json_object(args.agent_args, "--agent-args")
-        kwargs = env_kwargs_from(args)
-        env = first_env(make_env_factory(args.env, kwargs), args.env, kwargs)
-        try:
-            rows = task_rows(env, args.num_tasks)
-        finally:
-            env.close()
-        if program is not None and rows is None:
-            raise UsageError(
-                f"{program_flag(args)}: {args.env} draws its tasks from seeds, and an agent "
-                "program is given a task row; choose an env with a task set (or a --split)"
-            )
-        # That first env was made under Gymnasium's env checker, which looks at its spaces;
-        # the hundreds of envs of the rollout, of the same class, skip it (and its checks of
-        # every env's first reset and step): each costs about half as much to make and
-        # reset, paid by every agent before its first request. --env-kwargs
-        # '{"disable_env_checker": false}' keeps it on.
-        rollout_envs = make_env_factory(args.env, {"disable_env_checker": True, **kwargs})
-        engine, tokenizer = await make_engine(args)
+        player = choose_player(args)
+        rows, rollout_envs = env_setup(args, player)
+        model = await make_engine(args)
         started = True
-        args.parallel = episode_parallelism(args, engine)  # the summary's config says which
+        settings = RunSettings(model.kind, episode_parallelism(args, model.engine), episodes_path)
         if args.overwrite:
             for name in RUN_MARKERS:
                 (args.output / name).unlink(missing_ok=True)
@@ -417,68 +374,18 @@ async def evaluate(
             # collector need not walk it again at every full collection while episodes are
             # made and freed.
             gc.freeze()
-        if rows is None:
-            jobs = [
-                (None, args.seed + i) for i in range(args.num_tasks or 100) for _ in range(args.n)
-            ]
-        else:
-            repeated = [row for row in rows for _ in range(args.n)]
-            jobs = [(row, args.seed + i) for i, row in enumerate(repeated)]
-        jobs = remaining_jobs(jobs, done)
-        sampling = SamplingParams(
-            temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens
-        )
+        jobs = remaining_jobs(all_jobs(args, rows), done)
         try:
-            if program is not None:
-                runner = program_runner(
-                    args, program, rollout_envs, engine, tokenizer, sampling, episodes_path
-                )
-            else:
-                runner = AgentExecutionEngine(
-                    lambda: agent_class(**agent_args),
-                    rollout_envs,
-                    engine,
-                    tokenizer=tokenizer,
-                    n_parallel=args.parallel,
-                    max_turns=args.max_turns,
-                    max_response_tokens=args.max_response_tokens,
-                    trajectory_timeout=args.timeout,
-                    sampling=sampling,
-                    seed=args.seed,
-                    output_path=episodes_path,
-                    output_append=args.resume,
-                    progress=False if args.no_progress else None,
-                    policy=policy_record(args),
-                    record_env=not args.no_env_record,
-                )
-            if not jobs:
-                new = []
-            elif rows is None:
-                new = await runner.execute_seeds([seed for _, seed in jobs])
-            else:
-                new = await runner.execute_tasks(
-                    [task for task, _ in jobs], [seed for _, seed in jobs]
-                )
+            runner = make_runner(args, player, rollout_envs, model, settings)
+            new = await play_jobs(runner, jobs, seeded=rows is None)
         finally:
-            await engine.aclose()
+            await model.engine.aclose()
         episodes = done + new
-        summary = summarize_episodes(episodes, samples_per_task=args.n)
-        for key in ("wall_time", "episodes_per_s", "completion_tokens_per_s"):
-            summary[key] = runner.last_metrics.get(key)
-        summary["resumed_episodes"] = len(done)
-        summary["serving_slots"] = serving_slots(engine)
-        if program is not None:
-            from rllm_agents.programs import failure_counts
-
-            summary["program_failures"] = failure_counts(episodes)
-        summary["config"] = {  # the run's settings, never its secret
-            key: str(value) if isinstance(value, Path) else value
-            for key, value in vars(args).items()
-            if key != "api_key"
-        }
-        # Wall-clock stamps of the evaluation proper (imports before it and the table after
-        # it excluded), comparable with stamps taken by other processes.
-        summary["started_at"], summary["finished_at"] = started_at, time.time()
+        decided = {"engine": settings.engine_kind, "parallel": settings.parallel}
+        summary = run_summary(
+            args, episodes, resumed=len(done), runner=runner, engine=model.engine,
+            decided=decided, started_at=started_at,
+        )  # fmt: skip
         if args.output:
             write_atomic(args.output / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
     finally:
@@ -487,128 +394,35 @@ async def evaluate(
     return episodes, summary
 
 
-def policy_record(args: argparse.Namespace) -> dict[str, Any]:
-    """Who plays, as each episode records it: the model's name and where it was served."""
-    # make_engine has put the engine it chose in args.engine.
-    served_by = {SERVED: "openai", LLAMACPP: "llamacpp"}.get(args.engine, "local")
-    record: dict[str, Any] = {"name": args.model, "engine": served_by}
-    if args.base_url:
-        record["base_url"] = args.base_url
-    return record
-
-
-def load_program(args: argparse.Namespace) -> Any:
-    """The agent program --agent-program / --agent-cmd names (None: a BaseAgent plays), checked
-    before anything slow; a UsageError says what is wrong with it."""
-    from rllm_agents.programs import ProgramSpecError, program_from_options
-
+def env_setup(args: argparse.Namespace, player: Player) -> tuple[list[dict] | None, Any]:
+    """(the env's task rows, or None for an env that draws its tasks from seeds; the factory
+    of the rollout's envs), after one env made with the user's arguments to check them."""
+    kwargs = env_kwargs_from(args)
+    env = first_env(make_env_factory(args.env, kwargs), args.env, kwargs)
     try:
-        program = program_from_options(args.agent_program or "", args.agent_cmd or "")
-    except ProgramSpecError as error:
-        raise UsageError(f"{program_flag(args)}: {error}") from error
-    if args.gateway_processes and (program is None or not args.base_url):
+        rows = task_rows(env, args.num_tasks)
+    finally:
+        env.close()
+    if player.program is not None and rows is None:
         raise UsageError(
-            "--gateway-processes serves an agent program (--agent-program / --agent-cmd) "
-            "against a model server (--base-url): a model in this process cannot be copied"
+            f"{program_flag(args)}: {args.env} draws its tasks from seeds, and an agent "
+            "program is given a task row; choose an env with a task set (or a --split)"
         )
-    if args.gateway_processes < 0:
-        raise UsageError(f"--gateway-processes must be 0 or more, got {args.gateway_processes}")
-    if program is not None and args.max_response_tokens is not None:
-        raise UsageError(
-            f"--max-response-tokens: an agent program's calls are its own; bound each one "
-            f"with --max-tokens ({program_flag(args)})"
-        )
-    return program
+    # That first env was made under Gymnasium's env checker, which looks at its spaces; the
+    # hundreds of envs of the rollout, of the same class, skip it (and its checks of every
+    # env's first reset and step): each costs about half as much to make and reset, paid by
+    # every agent before its first request. --env-kwargs '{"disable_env_checker": false}'
+    # keeps it on.
+    return rows, make_env_factory(args.env, {"disable_env_checker": True, **kwargs})
 
 
-def program_flag(args: argparse.Namespace) -> str:
-    return "--agent-cmd" if args.agent_cmd else "--agent-program"
-
-
-def program_runner(
-    args: argparse.Namespace,
-    program: Any,
-    env_factory: Callable[[], Any],
-    engine: Any,
-    tokenizer: Any,
-    sampling: Any,
-    episodes_path: Path | None,
-) -> Any:
-    """The program's runs, with the settings an agent's episodes get: --parallel at once,
-    --timeout each, --temperature/--top-p/--max-tokens for what its calls leave unset, and
-    answers graded by the env."""
-    from rllm_agents.programs import ProgramExecutionEngine
-
-    return ProgramExecutionEngine(
-        program,
-        engine,
-        env_factory=env_factory,
-        tokenizer=tokenizer,
-        n_parallel=args.parallel,
-        timeout=args.timeout,
-        sampling=sampling,
-        output_path=episodes_path,
-        output_append=args.resume,
-        progress=False if args.no_progress else None,
-        gateway_processes=args.gateway_processes,
-    )
-
-
-def failure_rate_exceeded(summary: dict[str, Any], max_rate: float) -> bool:
-    """Whether more episodes failed for infrastructure than `max_rate` of them allows."""
-    failed, total = summary.get("infra_failures", 0), summary.get("episodes", 0)
-    return bool(total) and failed > 0 and failed / total > max_rate
-
-
-def load_agent(path: str) -> type:
-    """The agent class `path` ("module:Class") names, or a UsageError saying why not."""
-    from rllm_envs.core.loading import LoadError, load_attr
-
-    from rllm_agents.agents.base import BaseAgent
-
-    try:
-        agent_class = load_attr(path, what="--agent")
-    except LoadError as error:
-        raise UsageError(str(error)) from error
-    if not (isinstance(agent_class, type) and issubclass(agent_class, BaseAgent)):
-        raise UsageError(f"--agent: {path!r} is not a BaseAgent subclass")
-    return agent_class
-
-
-def json_object(text: str, flag: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise UsageError(f"{flag}: not valid JSON: {error}") from error
-    if not isinstance(value, dict):
-        raise UsageError(f"{flag}: expected a JSON object, got {text!r}")
-    return value
-
-
-def print_summary(summary: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"rllm-eval {summary['config']['env']} · {summary['config']['model']}")
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    shown = ["tasks", "episodes", "mean_reward", "accuracy"]
-    shown += [key for key in summary if key.startswith("pass@")]
-    shown += ["scored_episodes", "infra_failures", "errors", "env_failures"]
-    shown += ["completion_tokens_per_s", "wall_time"]
-    for key in shown:
-        value = summary.get(key)
-        table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
-    reasons = ", ".join(f"{k}={v}" for k, v in summary["termination_reasons"].items())
-    table.add_row("termination", reasons)
-    if summary.get("infra_failures"):
-        max_rate = summary["config"].get("max_failure_rate", 0.0)
-        verdict = "exit 1" if failure_rate_exceeded(summary, max_rate) else "allowed"
-        table.caption = (
-            f"{summary['infra_failures']} of {summary['episodes']} episodes failed for "
-            f"infrastructure and are not scored ({verdict}, --max-failure-rate {max_rate})"
-        )
-    Console().print(table)
+async def play_jobs(runner: Any, jobs: list[tuple[dict | None, int]], *, seeded: bool) -> list:
+    """The episodes of `jobs`: seeds alone for an env that draws its tasks from them."""
+    if not jobs:
+        return []
+    if seeded:
+        return await runner.execute_seeds([seed for _, seed in jobs])
+    return await runner.execute_tasks([task for task, _ in jobs], [seed for _, seed in jobs])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,6 +24,19 @@ from rllm_agents.engines import make_engine
 from rllm_agents.engines.base import SamplingParams
 
 SAMPLING_FIELDS = frozenset(field.name for field in dataclasses.fields(SamplingParams))
+# The keyword form's arguments, as rLLM documents them.
+KEYWORDS = (
+    "agent_class",
+    "agent_args",
+    "env_class",
+    "env_args",
+    "engine_name",
+    "rollout_engine_args",
+    "sampling_params",
+    "max_response_length",
+    "max_prompt_length",
+    "n_parallel_agents",
+)
 
 
 @dataclass(frozen=True)
@@ -33,7 +46,25 @@ class FactoryForm:
     agent_factory: Callable[[], BaseAgent]
     env_factory: Callable[[], Any]
     engine: Any
-    options: Mapping[str, Any]  # keyword arguments of AgentExecutionEngine
+    sampling: SamplingParams
+    settings: Mapping[str, Any]  # AgentExecutionEngine settings (n_parallel, token budgets)
+
+
+def read_keyword_form(
+    keywords: Mapping[str, Any], tokenizer: Any, given: tuple[Any, ...] = ()
+) -> FactoryForm:
+    """The factory form of rLLM-style `keywords` (names of KEYWORDS); a TypeError when they
+    come with factories or an engine (`given`), or lack the agent or env class."""
+    if any(part is not None for part in given):
+        raise TypeError("pass agent_class/env_class or the factories and engine, not both")
+    if keywords.get("agent_class") is None or keywords.get("env_class") is None:
+        given_names = ", ".join(sorted(keywords))
+        raise TypeError(
+            f"the keyword form needs both agent_class and env_class (given: {given_names})"
+        )
+    return factory_form(
+        tokenizer=tokenizer, **{**keywords, "engine_name": keywords.get("engine_name") or "openai"}
+    )
 
 
 def agent_factory(agent_class: type[BaseAgent], agent_args: Mapping[str, Any] | None):
@@ -92,16 +123,15 @@ def factory_form(
         engine_args.setdefault("model", model)
     if engine_name == "openai" and tokenizer is not None:
         engine_args.setdefault("tokenizer", tokenizer)
-    options: dict[str, Any] = {"sampling": sampling, "tokenizer": tokenizer}
-    limits = {
+    settings = {
         "max_response_tokens": max_response_length,
         "max_prompt_tokens": max_prompt_length,
         "n_parallel": n_parallel_agents,
     }
-    options.update({key: value for key, value in limits.items() if value is not None})
     return FactoryForm(
         agent_factory=agent_factory(agent_class, agent_args),
         env_factory=env_factory(env_class, env_args),
         engine=make_engine(engine_name, **engine_args),
-        options=options,
+        sampling=sampling,
+        settings={key: value for key, value in settings.items() if value is not None},
     )

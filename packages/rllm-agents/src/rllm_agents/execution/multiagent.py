@@ -51,10 +51,10 @@ import numpy as np
 
 from rllm_agents.engines.event_loop import all_or_none
 from rllm_agents.engines.weight_sync import record_policy_version
-from rllm_agents.execution.engine import env_ending, record_tokens
 from rllm_agents.execution.env_slot import EnvSlot, FactoryProbe, LoopPacer, check_call_policy
 from rllm_agents.execution.env_spec import PARALLEL_API, env_identity
 from rllm_agents.execution.policies import Policy, SeatPlay
+from rllm_agents.execution.turns import env_ending, record_tokens
 from rllm_agents.execution.workflow import AgentWorkflowEngine, Workflow
 from rllm_agents.types import (
     EnvRecord,

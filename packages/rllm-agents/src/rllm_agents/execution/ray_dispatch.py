@@ -188,8 +188,9 @@ class RayEpisodes:
 
 def _time_limit(runner: Any) -> float | None:
     """How long one task may take on a worker: an episode's timeout, a workflow's attempts."""
-    if hasattr(runner, "trajectory_timeout"):
-        return runner.trajectory_timeout
+    limits = getattr(runner, "limits", None)  # an AgentExecutionEngine's EpisodeLimits
+    if limits is not None:
+        return limits.trajectory_timeout
     if runner.timeout is None:
         return None
     return runner.timeout * (runner.retry_limit + 1)

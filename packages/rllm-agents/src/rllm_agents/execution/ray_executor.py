@@ -141,9 +141,11 @@ class RayExecutor:
         """Workers ready for a run of `runner`'s episodes, `count` at once at most."""
         from rllm_agents.execution.ray_dispatch import RayEpisodes
 
-        if getattr(runner, "dispatch", "async") != "async":
+        scheduling = getattr(runner, "scheduling", None)  # workflows have no dispatch
+        dispatch = scheduling.dispatch if scheduling is not None else "async"
+        if dispatch != "async":
             raise ValueError(
-                f"dispatch={runner.dispatch!r} plays every episode's turns in one process; "
+                f"dispatch={dispatch!r} plays every episode's turns in one process; "
                 "the Ray executor runs episodes on workers: use dispatch='async'"
             )
         env_factory = getattr(runner, "env_factory", None)  # workflows make their own envs
@@ -283,14 +285,14 @@ def worker_setup(runner: Any, engine: Any) -> tuple[str, bytes]:
     """(digest, pickled copy of `runner` for the workers: in-process, with `engine` if any)."""
     from ray import cloudpickle
 
-    from rllm_agents.execution.engine import resolve_executor
+    from rllm_agents.execution.executors import resolve_executor
+    from rllm_agents.execution.settings import RunOutput
 
     setup = copy.copy(runner)
     if engine is not None:
         setup.engine = engine
     setup.executor = resolve_executor("inline")
-    setup.output_path = None
-    setup.progress = False
+    setup.output = RunOutput(progress=False)  # the head writes and shows the episodes
     setup.last_metrics = {}
     try:
         data = cloudpickle.dumps(setup)

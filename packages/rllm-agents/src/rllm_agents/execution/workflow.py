@@ -29,9 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from rllm_agents.engines.base import SamplingParams
-from rllm_agents.execution.engine import resolve_executor
-from rllm_agents.execution.progress import RewardProgress
+from rllm_agents.execution.executors import resolve_executor
 from rllm_agents.execution.seat_metrics import summarize_seats
+from rllm_agents.execution.settings import RunOutput
+from rllm_agents.execution.streaming import stream_episodes
 from rllm_agents.metrics import summarize_episodes
 from rllm_agents.types import Episode, Step, TerminationReason, Trajectory
 
@@ -116,9 +117,7 @@ class AgentWorkflowEngine:
         self.n_parallel = n_parallel
         self.retry_limit = retry_limit
         self.timeout = timeout
-        self.output_path = Path(output_path) if output_path else None
-        self.output_append = output_append  # add to output_path (a resumed evaluation)
-        self.progress = progress
+        self.output = RunOutput(output_path, output_append, progress)
         self.executor = resolve_executor(executor)
         self.last_metrics: dict[str, Any] = {}
 
@@ -130,30 +129,16 @@ class AgentWorkflowEngine:
             str(task.get("task_id", task.get("id", i))) for i, task in enumerate(tasks)
         ]
         source = await self.executor.open(self, min(self.n_parallel, len(tasks)))
-        sink = (
-            self.output_path.open("a" if self.output_append else "w", encoding="utf-8")
-            if self.output_path
-            else None
-        )
-        started = time.perf_counter()
+
+        async def play(index: int) -> Episode:
+            episode = await source.run(index, tasks[index], f"{ids[index]}:{index}")
+            episode.info.setdefault("task_key", ids[index])
+            return episode
+
         try:
-            with RewardProgress(len(tasks), "workflows", self.progress) as progress:
-
-                async def one(index: int, task: dict[str, Any]) -> Episode:
-                    episode = await source.run(index, task, f"{ids[index]}:{index}")
-                    episode.info.setdefault("task_key", ids[index])
-                    if sink is not None:
-                        sink.write(episode.to_json() + "\n")
-                        sink.flush()
-                    progress.advance(episode.reward)
-                    return episode
-
-                episodes = list(await asyncio.gather(*(one(i, t) for i, t in enumerate(tasks))))
+            episodes, wall = await stream_episodes(len(tasks), play, self.output, "workflows")
         finally:
-            if sink is not None:
-                sink.close()
             await source.aclose()
-        wall = time.perf_counter() - started
         self.last_metrics = summarize_episodes(episodes)
         self.last_metrics["wall_time"] = wall
         self.last_metrics["retries"] = sum(e.metrics["attempts"] - 1 for e in episodes)
