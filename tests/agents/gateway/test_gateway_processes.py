@@ -166,3 +166,27 @@ def test_serving_processes_die_with_a_killed_parent(tmp_path):
     while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(_alive(pid) for pid in pids)
+
+
+async def test_both_gateways_check_session_ids_and_urls_alike():
+    """One gateway process or several: the same rules for a session's id and URL."""
+    from rllm_agents.gateway import Gateway
+    from rllm_agents.gateway.sessions import http_root
+
+    assert http_root("::1", 8000) == "http://[::1]:8000"  # an IPv6 host in brackets
+    with FaultServer() as server:
+        engine = OpenAIEngine(server.base_url, "m")
+        async with Gateway(engine) as one, GatewayProcesses(engine, processes=1) as several:
+            for gateway in (one, several):
+                session = gateway.open_session("twice", {"temperature": 0.5})
+                assert session.base_url.endswith("/sessions/twice/v1")
+                assert session.base_url.startswith("http://127.0.0.1:")
+                assert session.sampling_defaults.temperature == 0.5
+                with pytest.raises(ValueError, match="already open"):
+                    gateway.open_session("twice")
+                with pytest.raises(ValueError, match="letters, digits"):
+                    gateway.open_session("a/b")
+                assert gateway.open_sessions == ["twice"]
+                await gateway.aclose_session("twice")
+                assert gateway.open_sessions == []
+        await engine.aclose()

@@ -19,8 +19,8 @@ merge and split rules.
 """
 
 from rllm_agents.gateway.processes import GatewayProcesses
-from rllm_agents.gateway.server import NO_KEY, SESSION_HEADER, Gateway
-from rllm_agents.gateway.sessions import GatewaySession, RecordedCall
+from rllm_agents.gateway.server import SESSION_HEADER, Gateway
+from rllm_agents.gateway.sessions import NO_KEY, GatewaySession, RecordedCall
 from rllm_agents.gateway.trajectories import SequenceReport, SplitNote, build_sequences
 
 __all__ = [

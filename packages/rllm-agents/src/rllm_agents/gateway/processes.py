@@ -34,15 +34,14 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
 from rllm_agents.gateway import openai_shapes as shapes
-from rllm_agents.gateway.server import NO_KEY, Gateway, check_session_id
-from rllm_agents.gateway.sessions import GatewaySession, RecordedCall
+from rllm_agents.gateway.server import Gateway
+from rllm_agents.gateway.sessions import GatewaySession, RecordedCall, SessionHost, http_root
 
 START_TIMEOUT_S = 120.0  # spawning imports aiohttp and, with a tokenizer, transformers
 STOP_TIMEOUT_S = 10.0
@@ -84,7 +83,7 @@ class _Process:
         self.pending.clear()
 
 
-class GatewayProcesses:
+class GatewayProcesses(SessionHost):
     """Serve `engine` over the OpenAI API from `processes` child processes (see module doc)."""
 
     def __init__(
@@ -172,12 +171,6 @@ class GatewayProcesses:
         _kill(children)
         self._sessions.clear()
 
-    async def __aenter__(self) -> GatewayProcesses:
-        return await self.start()
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.stop()
-
     # ---- sessions -------------------------------------------------------------------------------
 
     def open_session(
@@ -186,9 +179,7 @@ class GatewayProcesses:
         """Start recording a new session in the next process in turn (see Gateway's)."""
         if not self._children:
             raise RuntimeError("start the gateway before opening sessions")
-        session_id = check_session_id(session_id or uuid.uuid4().hex)
-        if session_id in self._sessions:
-            raise ValueError(f"session {session_id!r} is already open")
+        session_id = self._session_id(session_id)
         live = [child for child in self._children if child.exit_reason is None]
         if not live:
             raise RuntimeError(f"every gateway process has exited: {self._children[0].exit_reason}")
@@ -199,19 +190,10 @@ class GatewayProcesses:
         except OSError:  # it died before its end of the socket told this loop
             self._lost(child)
             return self.open_session(session_id, sampling_defaults)
-        host = f"[{self.spec.host}]" if ":" in self.spec.host else self.spec.host
-        session = GatewaySession(
-            id=session_id,
-            base_url=f"http://{host}:{child.port}/sessions/{session_id}/v1",
-            api_key=self.spec.api_key or NO_KEY,
-            sampling_defaults=defaults,
-        )
+        root = http_root(self.spec.host, child.port)
+        session = self._new_session(session_id, root, self.spec.api_key, defaults)
         self._sessions[session_id] = (session, child)
         return session
-
-    @property
-    def open_sessions(self) -> list[str]:
-        return list(self._sessions)
 
     async def aclose_session(self, session_id: str) -> list[RecordedCall]:
         """Stop recording `session_id`; its calls, fetched from the process that served it."""

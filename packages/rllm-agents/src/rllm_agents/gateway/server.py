@@ -59,17 +59,15 @@ from rllm_agents.gateway import openai_shapes as shapes
 from rllm_agents.gateway.answers import chat_choice, text_choice
 from rllm_agents.gateway.openai_shapes import Choice, RequestError, SamplingRequest
 from rllm_agents.gateway.prompts import RenderedPrompt, context_after, render_chat_prompt
-from rllm_agents.gateway.sessions import GatewaySession, RecordedCall
+from rllm_agents.gateway.sessions import GatewaySession, RecordedCall, SessionHost, http_root
 
 log = logging.getLogger(__name__)
 
 SESSION_HEADER = "X-Rllm-Session"
-# The key sessions hand out when the gateway checks none: the official clients insist on one.
-NO_KEY = "rllm-no-key"
 ERROR_HEADERS = {"x-should-retry": "false"}
 
 
-class Gateway:
+class Gateway(SessionHost):
     """Serve `engine` over the OpenAI API on `host`:`port` (0: a free port), recording sessions."""
 
     def __init__(
@@ -102,8 +100,7 @@ class Gateway:
     @property
     def url(self) -> str:
         """The server's root URL, ``http://host:port``."""
-        host = f"[{self.host}]" if ":" in self.host else self.host  # an IPv6 address
-        return f"http://{host}:{self.port}"
+        return http_root(self.host, self.port)
 
     @property
     def base_url(self) -> str:
@@ -142,12 +139,6 @@ class Gateway:
         if runner is not None:
             await runner.cleanup()
 
-    async def __aenter__(self) -> Gateway:
-        return await self.start()
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.stop()
-
     # ---- sessions -------------------------------------------------------------------------------
 
     def open_session(
@@ -162,15 +153,9 @@ class Gateway:
             raise RuntimeError(
                 "start the gateway before opening sessions (their URLs need its port)"
             )
-        session_id = check_session_id(session_id or uuid.uuid4().hex)
-        if session_id in self._sessions:
-            raise ValueError(f"session {session_id!r} is already open")
-        session = GatewaySession(
-            id=session_id,
-            base_url=f"{self.url}/sessions/{session_id}/v1",
-            api_key=self.api_key or NO_KEY,
-            sampling_defaults=shapes.sampling_defaults(sampling_defaults),
-        )
+        session_id = self._session_id(session_id)
+        defaults = shapes.sampling_defaults(sampling_defaults)
+        session = self._new_session(session_id, self.url, self.api_key, defaults)
         self._sessions[session_id] = session
         return session
 
@@ -179,10 +164,6 @@ class Gateway:
             return self._sessions[session_id]
         except KeyError:
             raise KeyError(f"no open session {session_id!r}") from None
-
-    @property
-    def open_sessions(self) -> list[str]:
-        return list(self._sessions)
 
     def close_session(self, session_id: str) -> list[RecordedCall]:
         """Stop recording `session_id` and return its calls; later calls to it get a 404."""
@@ -411,13 +392,6 @@ def _json_response(data: dict[str, Any], status: int = 200, headers: Any = None)
     return web.Response(
         body=json_codec.dumps(data), status=status, content_type="application/json", headers=headers
     )
-
-
-def check_session_id(session_id: str) -> str:
-    """`session_id` when it can stand in a URL path as it is; ValueError otherwise."""
-    if not session_id.replace("-", "").replace("_", "").replace(".", "").isalnum():
-        raise ValueError(f"session id {session_id!r}: use letters, digits, '-', '_', '.'")
-    return session_id
 
 
 def _error_response(error: RequestError) -> web.Response:

@@ -17,10 +17,14 @@ not a re-tokenisation of its text, stand in the next prompt.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 from rllm_agents.gateway.openai_shapes import SamplingRequest
+
+# The key sessions hand out when the gateway checks none: the official clients insist on one.
+NO_KEY = "rllm-no-key"
 
 
 @dataclass
@@ -95,3 +99,59 @@ class GatewaySession:
         self.closed = True
         self._calls, self._contexts = [], []
         return calls
+
+
+def check_session_id(session_id: str) -> str:
+    """`session_id` when it can stand in a URL path as it is; ValueError otherwise."""
+    if not session_id.replace("-", "").replace("_", "").replace(".", "").isalnum():
+        raise ValueError(f"session id {session_id!r}: use letters, digits, '-', '_', '.'")
+    return session_id
+
+
+def http_root(host: str, port: int) -> str:
+    """``http://host:port``, an IPv6 address in brackets."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+class SessionHost:
+    """What both gateways share, the one-process :class:`~rllm_agents.gateway.Gateway` and
+    :class:`~rllm_agents.gateway.GatewayProcesses`: ``async with`` starts and stops one, and
+    a session opened on it gets a checked, unused id and its own URL under the server's root.
+    A subclass keeps its open sessions in ``_sessions`` (id -> whatever it needs)."""
+
+    _sessions: dict[str, Any]
+
+    async def start(self) -> Any:
+        raise NotImplementedError
+
+    async def stop(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Any:
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    @property
+    def open_sessions(self) -> list[str]:
+        return list(self._sessions)
+
+    def _session_id(self, session_id: str | None) -> str:
+        """`session_id` (a fresh one when None), checked and not open yet."""
+        session_id = check_session_id(session_id or uuid.uuid4().hex)
+        if session_id in self._sessions:
+            raise ValueError(f"session {session_id!r} is already open")
+        return session_id
+
+    @staticmethod
+    def _new_session(
+        session_id: str, root: str, api_key: str | None, defaults: SamplingRequest
+    ) -> GatewaySession:
+        """The session `session_id` served from `root` (``http://host:port``)."""
+        return GatewaySession(
+            id=session_id,
+            base_url=f"{root}/sessions/{session_id}/v1",
+            api_key=api_key or NO_KEY,
+            sampling_defaults=defaults,
+        )
