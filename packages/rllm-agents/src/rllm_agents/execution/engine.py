@@ -53,12 +53,7 @@ from rllm_agents.engines.weight_sync import record_policy_version
 from rllm_agents.execution.dispatch import Dispatch, request_seed, wait_for_own_time
 from rllm_agents.execution.env_slot import EnvSlot
 from rllm_agents.execution.env_spec import EnvIdentity, env_identity
-from rllm_agents.execution.executors import (  # noqa: F401 - their names, importable from here too
-    EXECUTORS,
-    InlineExecutor,
-    LocalEpisodes,
-    resolve_executor,
-)
+from rllm_agents.execution.executors import LocalEpisodes, resolve_executor
 from rllm_agents.execution.keyword_form import KEYWORDS, read_keyword_form
 from rllm_agents.execution.settings import (
     EpisodeLimits,
@@ -68,15 +63,13 @@ from rllm_agents.execution.settings import (
     grouped_settings,
 )
 from rllm_agents.execution.streaming import stream_episodes
-from rllm_agents.execution.turns import (  # noqa: F401 - env_ending and co. importable here too
+from rllm_agents.execution.turns import (
     EpisodeEnded,
     EpisodeRun,
     ModelFailure,
     build_episode,
     env_ending,
-    episodes_to_jsonl,
     record_outcome,
-    record_tokens,
     record_turn,
     response_text,
 )
