@@ -25,7 +25,7 @@ from rllm_train.config import ConfigError, build_config
 from rllm_train.envs import make_env_factory
 from rllm_train.native.async_rollouts import PENDING_KEY, episode_version
 from rllm_train.native.behaviour_logprobs import POLICY_VERSION, trajectory_version
-from rllm_train.native.reporting import step_rows
+from rllm_train.run.reporting import step_rows
 from rllm_train.native.trainer import NativeTrainer
 
 from tests.parts import require_module
@@ -248,7 +248,7 @@ class KeepsEpisodes(NativeTrainer):
 
     def _episodes_of(self, step):
         found = super()._episodes_of(step)
-        self.trained_on[step] = found[0].episodes
+        self.trained_on[step] = found.episodes
         return found
 
 
@@ -318,12 +318,12 @@ def test_settings_async_cannot_serve_are_refused_by_name(overrides, named):
 def test_trainer_refuses_an_engine_apart_it_cannot_build_before_loading_the_model(
     tmp_path, monkeypatch, overrides, named
 ):
-    import rllm_train.native.trainer as trainer_module
+    import rllm_train.native.models as models
 
     def no_model(*_args, **_kwargs):
         raise AssertionError("the model was loaded")
 
-    monkeypatch.setattr(trainer_module, "load_policy", no_model)
+    monkeypatch.setattr(models, "load_policy", no_model)
     config = build_config(overrides=run_overrides(tmp_path / "run", "tiny", **overrides))
     with pytest.raises(ConfigError, match=named.replace(".", r"\.")):
         NativeTrainer(config)

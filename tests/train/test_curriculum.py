@@ -17,7 +17,7 @@ from rllm_train.config import ConfigError, build_config
 from rllm_train.config.curriculum import CURRICULUM_KINDS, UNIFORM, CurriculumConfig
 from rllm_train.datasets import RunData, step_rows
 from rllm_train.native import checkpoint
-from rllm_train.native.curriculum import (
+from rllm_train.run.curriculum import (
     CURRICULUM_KEY,
     WEIGHTINGS,
     Curriculum,

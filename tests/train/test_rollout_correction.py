@@ -14,6 +14,7 @@ from rllm_train import algorithms
 from rllm_train.config import ConfigError, build_config
 from rllm_train.config.rollout_correction import RolloutCorrectionConfig
 from rllm_train.native.batch import episodes_to_sequences, to_tensors
+from rllm_train.native.policy_update import CorrectionPlan
 from rllm_train.native.behaviour_logprobs import POLICY_VERSION, trajectory_logprobs
 from rllm_train.native.rollout_correction import (
     apply,
@@ -360,8 +361,10 @@ def test_one_epoch_scores_the_engines_tokens_in_the_training_pass_itself(
 
     def corrected_step(score_in_update: bool):
         trainer = NativeTrainer(build_config(overrides=overrides))
-        if not score_in_update:
-            monkeypatch.setattr(trainer, "_scores_in_update", lambda batch, epochs: None)
+        if not score_in_update:  # the correction scored in a pass of its own, before
+            monkeypatch.setattr(
+                CorrectionPlan, "decide", classmethod(lambda cls, *args: cls(on=True))
+            )
         passes = []
         trainer.model.register_forward_hook(lambda *_: passes.append(1))
         try:

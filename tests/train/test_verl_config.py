@@ -96,7 +96,7 @@ def test_ppo_gets_a_critic_from_the_policy_weights(tmp_path):
         ({"overrides": ("trainer.nonexistent_key=1",)}, "nonexistent_key"),
         ({"overrides": ("no-equals-sign",)}, "key=value"),
         ({"lora_rank": 1024}, "LoRA ranks up to 512"),
-        ({"agent": "rllm_agents.no_such_module:Agent"}, "env.agent: cannot load agent"),
+        ({"agent": "rllm_agents.no_such_module:Agent"}, "env.agent: cannot load"),
         ({"agent": "NoColon"}, "package.module:ClassName"),
         # verl's own check: 3 tasks x 3 samples cannot be split over 8 GPUs.
         ({"train_batch_size": 3, "n_samples": 3, "mini_batch_size": 3}, "divisible"),
@@ -275,7 +275,9 @@ def test_an_rllm_train_config_maps_onto_verl(tmp_path):
     assert spec.env_kwargs == {"tasks": "shipped:test"} and spec.lora_rank == 16
     text = dry_run(config)
     assert "adv_estimator: rloo" in text and "lr: 3.0e-06" in text
-    assert "train rows: 200" in text and "val rows:   10" in text
+    # Every step's tasks, in the order the steps play them (12 steps x 8 tasks), and the
+    # first 10 validation seeds: the same tasks the native backend would play.
+    assert "train rows: 96" in text and "val rows:   10" in text
     assert '"rllm_max_tokens_per_turn": 64' in text
 
 

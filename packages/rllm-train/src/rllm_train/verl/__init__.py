@@ -18,18 +18,24 @@ from __future__ import annotations
 
 from typing import Any
 
-# Only the dependency-free options here: rllm_train.config embeds VerlOptions, and the other
-# modules import rllm_train.config (their errors are ConfigErrors), so importing them here
-# would be an import cycle.
-from rllm_train.verl.options import VerlOptions
+# The verl section of the config (it lives with the other sections: the config imports no
+# backend). The backend's own modules are imported inside the functions, so importing this
+# package stays cheap.
+from rllm_train.config.verl_section import VerlOptions
 
 
 def as_spec(config: Any):
-    """A :class:`~rllm_train.verl.spec.VerlRunSpec` as it is, or a ``TrainConfig`` translated."""
+    """A :class:`~rllm_train.verl.spec.VerlRunSpec` as it is, or one translated from a
+    ``TrainConfig`` or a :class:`~rllm_train.run.setup.RunSetup`."""
+    from rllm_train.run.setup import RunSetup
     from rllm_train.verl.from_config import spec_from_config
     from rllm_train.verl.spec import VerlRunSpec
 
-    return config if isinstance(config, VerlRunSpec) else spec_from_config(config)
+    if isinstance(config, VerlRunSpec):
+        return config
+    if isinstance(config, RunSetup):
+        return spec_from_config(config.config, config)
+    return spec_from_config(config)
 
 
 def dry_run(config: Any) -> str:
@@ -39,19 +45,24 @@ def dry_run(config: Any) -> str:
     return _dry_run(as_spec(config))
 
 
-def run(config: Any) -> None:
-    """Train with verl's trainer on Ray; `config` is a ``TrainConfig`` or a :class:`VerlRunSpec`."""
+def run(config: Any) -> list[dict[str, Any]]:
+    """Train with verl's trainer on Ray; `config` is a ``TrainConfig``, a ``RunSetup`` or a
+    :class:`VerlRunSpec`. Returns the run's metric rows (``metrics.jsonl``)."""
     from pathlib import Path
 
-    from rllm_train.config import TrainConfig, save_config
+    from rllm_train.config import save_config
+    from rllm_train.run.setup import RunSetup
     from rllm_train.verl.launch import run as _run
 
     spec = as_spec(config)  # a config error leaves no run folder behind
-    if isinstance(config, TrainConfig):  # the same config.yaml as the native backend writes
-        output = Path(config.trainer.output)
-        output.mkdir(parents=True, exist_ok=True)
-        save_config(config, output / "config.yaml")
-    _run(spec)
+    train_config = config.config if isinstance(config, RunSetup) else config
+    if not hasattr(train_config, "trainer"):  # a spec given as it is: no rllm-train config
+        return _run(spec)
+    # The same config.yaml as the native backend writes.
+    output = Path(train_config.trainer.output)
+    output.mkdir(parents=True, exist_ok=True)
+    save_config(train_config, output / "config.yaml")
+    return _run(spec)
 
 
 __all__ = ["VerlOptions", "as_spec", "dry_run", "run"]
