@@ -25,8 +25,8 @@ from rllm_train.config import ConfigError, build_config
 from rllm_train.envs import make_env_factory
 from rllm_train.native.async_rollouts import PENDING_KEY, episode_version
 from rllm_train.native.behaviour_logprobs import POLICY_VERSION, trajectory_version
-from rllm_train.run.reporting import step_rows
 from rllm_train.native.trainer import NativeTrainer
+from rllm_train.run.reporting import step_rows
 
 from tests.parts import require_module
 from tests.train import reply_length

@@ -14,8 +14,8 @@ from rllm_train import algorithms
 from rllm_train.config import ConfigError, build_config
 from rllm_train.config.rollout_correction import RolloutCorrectionConfig
 from rllm_train.native.batch import episodes_to_sequences, to_tensors
-from rllm_train.native.policy_update import CorrectionPlan
 from rllm_train.native.behaviour_logprobs import POLICY_VERSION, trajectory_logprobs
+from rllm_train.native.policy_update import CorrectionPlan
 from rllm_train.native.rollout_correction import (
     apply,
     correct,

@@ -101,7 +101,9 @@ def algorithm(name: str) -> Algorithm:
     try:
         return ALGORITHMS[name]
     except KeyError:
-        raise ValueError(f"unknown algorithm {name!r}; choose from {', '.join(ALGORITHMS)}") from None
+        raise ValueError(
+            f"unknown algorithm {name!r}; choose from {', '.join(ALGORITHMS)}"
+        ) from None
 
 
 def names_where(predicate) -> tuple[str, ...]:
