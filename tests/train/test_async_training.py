@@ -396,3 +396,18 @@ def test_llamacpp_generates_training_episodes_whose_gap_is_measured_and_correcte
         expected_lag = (row["step"] - 1) - row["async/version"]
         assert row[f"rollout_corr/staleness/lag_{expected_lag}"] == row["sequences"]
         assert row["errors"] == 0
+
+
+def test_a_played_step_kept_by_a_checkpoint_comes_back_as_it_was():
+    from rllm_agents.types import Episode
+    from rllm_train.native.async_rollouts import PlayedStep
+    from rllm_train.native.sampler import Rollout
+
+    played = PlayedStep(
+        2, 1, Rollout([Episode(id="a")], generate_seconds=1.5, env_seconds=0.5, judge_seconds=2.0)
+    )
+    back = PlayedStep.from_dict(played.to_dict())
+    rollout = back.rollout
+    assert (back.step, back.version, [e.id for e in rollout.episodes]) == (2, 1, ["a"])
+    assert (rollout.generate_seconds, rollout.env_seconds, rollout.judge_seconds) == (1.5, 0.5, 2.0)
+    assert rollout.groups is None  # the plan's groups apply (the judge time once landed here)

@@ -338,6 +338,17 @@ def test_an_infrastructure_failure_trains_nothing_and_is_reported(request, tmp_p
     assert output.batch["attention_mask"][0, PROMPT_LENGTH:].sum() > 0
     assert output.batch["response_mask"].sum() == 0
     assert output.batch["rm_scores"].abs().sum() == 0
+    # verl's trainer asks its agent-loop manager for this batch, which applies the run's
+    # failure rule to it: a training step of failed episodes stops the run, validation not.
+    from rllm_train.run.failures import TooManyFailedEpisodes
+    from rllm_train.verl.failure_check import batch_failures, check_batch
+
+    failures = batch_failures(output.non_tensor_batch)
+    assert (failures.failed, failures.total, failures.kinds) == (1, 1, (("sandbox_died", 1),))
+    with pytest.raises(TooManyFailedEpisodes, match=r"step 3: 1 of 1 episodes failed"):
+        check_batch(output, {"global_steps": 3}, max_rate=0.5)
+    check_batch(output, {"global_steps": 3, "validate": True}, max_rate=0.5)
+    check_batch(output, {"global_steps": 3}, max_rate=1.0)
 
 
 def test_an_episode_past_its_time_limit_ends_without_holding_the_batch(request, tmp_path):

@@ -249,25 +249,28 @@ class StepEpisodes:
 
 
 class PlayedHere:
-    """Each step played when the trainer takes it, by the sampler `sampler()` returns now."""
+    """Each step played when the trainer takes it, by the sampler `sampler()` returns then
+    (made on first use); `made()` is that sampler if it was made yet, else None."""
 
     def __init__(
         self,
         sampler: Callable[[], EpisodeSampler],
+        made: Callable[[], EpisodeSampler | None],
         play_step: Callable[[EpisodeSampler, int], Rollout],
         planner: StepPlanner,
     ) -> None:
         self._sampler = sampler
+        self._made = made
         self._play_step = play_step
         self.planner = planner
 
     @property
-    def generating(self) -> EpisodeSampler:
-        """The sampler whose engine plays the steps."""
-        return self._sampler()
+    def generating(self) -> EpisodeSampler | None:
+        """The sampler whose engine played the steps (None: none played yet)."""
+        return self._made()
 
     def take(self, step: int) -> StepEpisodes:
-        rollout = self._play_step(self.generating, step)
+        rollout = self._play_step(self._sampler(), step)
         return StepEpisodes(rollout, self.planner.plan(step), step)
 
     def publish(self, model: Any, version: int) -> None:

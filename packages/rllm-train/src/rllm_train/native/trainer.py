@@ -50,7 +50,7 @@ from rllm_train.native.models import load_for_training
 from rllm_train.native.multiagent_setup import multiagent_setup
 from rllm_train.native.opponents import load_frozen_models
 from rllm_train.native.policy_update import PolicyUpdate, informative_rows  # noqa: F401
-from rllm_train.native.role_advantages import RoleBaselines, role_key
+from rllm_train.native.role_advantages import RoleBaselines
 from rllm_train.native.sampler import EpisodeSampler, Rollout
 from rllm_train.native.step_metrics import (
     AGENT_SCORING,
@@ -132,9 +132,7 @@ class NativeTrainer:
         self.last_episodes: list[Episode] = []
         self._sampler: EpisodeSampler | None = None
         self._step_sampler: EpisodeSampler | None = None  # tree: the training episodes
-        self.source: PlayedHere | PlayedAhead = PlayedHere(
-            lambda: self.training_sampler, self._play_step, self.planner
-        )
+        self.source: PlayedHere | PlayedAhead = self._played_here()
         self._restored_played: list[PlayedStep] = []
         self._judging: EpisodeJudging | None = None
         self.scoring = game_scoring() if self.multiagent is not None else AGENT_SCORING
@@ -238,13 +236,23 @@ class NativeTrainer:
             log_name=f"step_{step + 1:04d}",
         )
 
+    def _played_here(self) -> PlayedHere:
+        """Steps played when taken, by the training sampler (made on first use)."""
+        made = MODES[self.mode].step_sampler is not None
+        return PlayedHere(
+            lambda: self.training_sampler,
+            lambda: self._step_sampler if made else self._sampler,
+            self._play_step,
+            self.planner,
+        )
+
     def _episodes_of(self, step: int) -> StepEpisodes:
         return self.source.take(step)
 
     def close(self) -> None:
         """Stop the samplers' engines (a later step makes a new one)."""
         self.source.close()
-        self.source = PlayedHere(lambda: self.training_sampler, self._play_step, self.planner)
+        self.source = self._played_here()
         for sampler in (self._sampler, self._step_sampler):
             if sampler is not None:
                 sampler.close()
@@ -294,7 +302,7 @@ class NativeTrainer:
         self.source.publish(self.model, self.completed_steps + 1)
         self.planner.done(step)
         update_seconds = time.perf_counter() - update_started
-        extra.update(self._baseline_metrics())
+        extra.update(self.role_baselines.metrics() if self.role_baselines is not None else {})
         times = StepTimes(started, rollout_seconds, update_seconds)
         return step_row(
             step, played.rollout, sequences, losses, failures, self.scoring, times, extra
@@ -313,16 +321,7 @@ class NativeTrainer:
         if self.role_baselines is None:
             return None
         pairs = trained_trajectories(episodes, groups)
-        env_id = self.config.env.id
-        return self.role_baselines.advantages(
-            [trajectory.reward for trajectory, _ in pairs],
-            [role_key(env_id, trajectory) for trajectory, _ in pairs],
-        )
-
-    def _baseline_metrics(self) -> dict[str, float]:
-        if self.role_baselines is None:
-            return {}
-        return {f"rae_baseline/{key}": value for key, value in self.role_baselines.values.items()}
+        return self.role_baselines.trajectory_advantages(self.config.env.id, pairs)
 
     # -- validation -----------------------------------------------------------------------------
     def validate(self) -> dict[str, float]:
@@ -448,6 +447,7 @@ class NativeTrainer:
         finally:
             self.close()
             log.close()
+            # What the run did, also when it stopped early (failed episodes, an error).
             reporting.plot_reward_curve(
                 self.output / reporting.METRICS_FILE,
                 self.output / reporting.CURVE_FILE,
@@ -456,7 +456,7 @@ class NativeTrainer:
                 ),
                 rates=self.scoring.plotted_rates,
             )
-        reporting.write_summary(self.output, rows, "native", asdict(self.config))
+            reporting.write_summary(self.output, rows, "native", asdict(self.config))
         return rows
 
     def _run_steps(

@@ -35,11 +35,13 @@ class StepFailures:
 
 
 def failure_kind(failure: str | None, error: str | None) -> str | None:
-    """What an episode's failure is called (None: it did not fail)."""
+    """What an episode's failure is called (None: it did not fail): the env's failure kind, or
+    the kind an error names first (``"crashed: exit status 3"``: crashed), else ``error``."""
     if failure:
         return str(failure)
     if error:
-        return "error"
+        kind, sep, _ = str(error).partition(":")
+        return kind if sep and kind and " " not in kind else "error"
     return None
 
 
