@@ -141,16 +141,15 @@ def agent_spec(
     agent_args: Mapping[str, Any] | None = None,
 ) -> AgentSpec:
     """The run's agent: `agent_class` (else ``env.agent``, else the env's registered agent),
-    made with the trainer's defaults for the env, then ``env.agent_args``, then `agent_args`
-    (given in code), then ``env.system_prompt`` where the arguments name no system prompt of
-    their own."""
+    made with, later ones winning: the trainer's defaults for the env, ``env.system_prompt``,
+    ``env.agent_args``, then `agent_args` (given in code)."""
     from rllm_agents.agents.registry import agent_for_env
 
     arguments = {} if env.entry_point else default_agent_args(env.id)
+    if env.system_prompt:  # the config's prompt over the trainer's default one
+        arguments["system_prompt"] = env.system_prompt
     arguments.update(env.agent_args)
     arguments.update(agent_args or {})
-    if env.system_prompt:
-        arguments.setdefault("system_prompt", env.system_prompt)
     if agent_class is not None:
         return AgentSpec(import_path(agent_class), arguments, given_class=agent_class)
     if env.agent:
