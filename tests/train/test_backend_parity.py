@@ -30,6 +30,7 @@ from rllm_train.native.trainer import NativeTrainer
 
 from tests.parts import require_module
 from tests.train.conftest import run_overrides
+from tests.train.test_verl_agent_loop import training_batches
 
 pytestmark = pytest.mark.slow  # the tiny model plays a step on each backend
 
@@ -94,11 +95,7 @@ def verl_step(tmp_path_factory, tiny_model):
     from rllm_train.verl.engine_server import EngineServerClient
     from rllm_train.verl.from_config import spec_from_config
     from rllm_train.verl.launch import prepare_run, write_run_files
-    from torchdata.stateful_dataloader import StatefulDataLoader
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
-    from verl.protocol import DataProto
-    from verl.trainer.ppo.utils import create_rl_dataset, create_rl_sampler
-    from verl.utils.dataset.rl_dataset import collate_fn
 
     agent_trainer = trainer_for("verl", tmp_path_factory.mktemp("verl"), tiny_model)
     spec = spec_from_config(agent_trainer.config, agent_trainer.setup())
@@ -107,15 +104,7 @@ def verl_step(tmp_path_factory, tiny_model):
     config = prepared.config
     OmegaConf.resolve(config)
     tokenizer = load_tokenizer(tiny_model)
-    dataset = create_rl_dataset(config.data.train_files, config.data, tokenizer, None)
-    loader = StatefulDataLoader(
-        dataset,
-        batch_size=config.data.train_batch_size,
-        collate_fn=collate_fn,
-        sampler=create_rl_sampler(config.data, dataset),
-        drop_last=True,
-    )
-    batches = [DataProto.from_single_dict(batch) for batch in loader]
+    batches = training_batches(config, tokenizer)
     first = batches[0]
     # As verl's trainer does: one uid per task row, then its samples side by side.
     first.non_tensor_batch["uid"] = np.array([f"task-{i}" for i in range(len(first))], dtype=object)

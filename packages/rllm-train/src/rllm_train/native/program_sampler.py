@@ -24,10 +24,10 @@ from typing import Any
 
 from rllm_agents.programs import AgentProgram, ProgramExecutionEngine
 
-from rllm_train.native.sampler import Rollout, RolloutLimits, serving_engine, timed_rollout
+from rllm_train.native.sampler import Rollout, RolloutLimits, ServingSampler, timed_rollout
 
 
-class ProgramSampler:
+class ProgramSampler(ServingSampler):
     """Episodes of an agent program on the trained model (see the module docstring)."""
 
     def __init__(
@@ -43,16 +43,17 @@ class ProgramSampler:
         retries: int,
         autocast_dtype: Any = None,
     ) -> None:
-        self.model = model
-        self.tokenizer = tokenizer
+        super().__init__(
+            model,
+            tokenizer,
+            env_factory,
+            limits,
+            max_batch_size=max_batch_size,
+            autocast_dtype=autocast_dtype,
+        )
         self.program = program
-        self.env_factory = env_factory
-        self.limits = limits
         self.timeout = timeout
         self.retries = retries
-        self.engine = serving_engine(
-            model, tokenizer, max_batch_size=max_batch_size, autocast_dtype=autocast_dtype
-        )
 
     def sample(
         self,
@@ -63,7 +64,7 @@ class ProgramSampler:
     ) -> Rollout:
         if tasks is None:
             raise ValueError("an agent program plays task rows, and this call has none")
-        self.model.eval()  # the trainer leaves it in train mode after an update
+        self.serve()
         runner = ProgramExecutionEngine(
             self.program,
             self.engine,
@@ -76,6 +77,3 @@ class ProgramSampler:
             progress=False,
         )
         return timed_rollout([self.engine], lambda: runner.run(list(tasks), list(seeds)))
-
-    def close(self) -> None:
-        self.engine.close()

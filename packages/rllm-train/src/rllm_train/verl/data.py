@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from rllm_train.run.specs import AgentSpec, EnvSpec
+from rllm_train.run.tasks import TaskDraw
 from rllm_train.verl.compose import AGENT_LOOP_NAME, PROGRAM_LOOP_NAME
 from rllm_train.verl.program_ref import ProgramRef
 
@@ -83,37 +84,55 @@ def env_task_rows(env_id: str, env_kwargs: Mapping[str, Any]) -> list[dict[str, 
         env.close()
 
 
-def episode_sources(
+def draw_sources(
+    draws: Sequence[TaskDraw],
+    *,
     env_id: str,
     env_kwargs: Mapping[str, Any],
-    *,
     agent: AgentSpec | None,
     max_turns: int,
     max_tokens_per_turn: int | None = None,
     timeout_s: float | None = None,
     program: ProgramRef | None = None,
-    max_tasks: int | None,
-    seed_tasks: int,
-    seed: int = 0,
+    env_entry_point: str = "",
 ) -> list[EpisodeSource]:
-    rows = env_task_rows(env_id, env_kwargs)
-    count = len(rows) if rows is not None else seed_tasks
-    if max_tasks is not None:
-        count = min(count, max_tasks)
+    """One episode source per task draw: its row (handed to reset as options["task"]) and seed."""
     return [
         EpisodeSource(
             env_id=env_id,
             env_kwargs=dict(env_kwargs),
-            task=rows[index] if rows is not None else None,
-            seed=seed + index,
+            task=dict(draw.row) if draw.row is not None else None,
+            seed=draw.seed,
             agent=agent,
             max_turns=max_turns,
             max_tokens_per_turn=max_tokens_per_turn,
             timeout_s=timeout_s,
             program=program,
+            env_entry_point=env_entry_point,
         )
-        for index in range(count)
+        for draw in draws
     ]
+
+
+def episode_sources(
+    env_id: str,
+    env_kwargs: Mapping[str, Any],
+    *,
+    max_tasks: int | None,
+    seed_tasks: int,
+    seed: int = 0,
+    **episode: Any,
+) -> list[EpisodeSource]:
+    """One source per task of the env's own task set, else `seed_tasks` seeds (`episode`:
+    the other fields of :func:`draw_sources`)."""
+    rows = env_task_rows(env_id, env_kwargs)
+    count = len(rows) if rows is not None else seed_tasks
+    if max_tasks is not None:
+        count = min(count, max_tasks)
+    draws = [
+        TaskDraw(seed + index, rows[index] if rows is not None else None) for index in range(count)
+    ]
+    return draw_sources(draws, env_id=env_id, env_kwargs=env_kwargs, **episode)
 
 
 def to_verl_row(source: EpisodeSource, index: int) -> dict[str, Any]:

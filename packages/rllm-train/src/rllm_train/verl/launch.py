@@ -9,6 +9,7 @@ task loading.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,13 @@ from rllm_train.verl.compose import (
     compose_verl_config,
     validate_verl_config,
 )
-from rllm_train.verl.data import EpisodeSource, episode_sources, to_verl_row, write_verl_data
+from rllm_train.verl.data import (
+    EpisodeSource,
+    draw_sources,
+    episode_sources,
+    to_verl_row,
+    write_verl_data,
+)
 from rllm_train.verl.spec import VerlConfigError, VerlRunSpec, validate_spec
 from rllm_train.verl.versions import require_verl
 
@@ -37,24 +44,21 @@ class PreparedRun:
 
 
 def _drawn_sources(
-    spec: VerlRunSpec, draws: tuple[TaskDraw, ...], env_kwargs: dict[str, Any]
+    spec: VerlRunSpec, draws: Sequence[TaskDraw], env_kwargs: dict[str, Any]
 ) -> tuple[EpisodeSource, ...]:
-    """One episode source per task draw: its row (handed to reset as options["task"]) and seed."""
-    return tuple(
-        EpisodeSource(
-            env_id=spec.env_id,
-            env_kwargs=dict(env_kwargs),
-            task=dict(draw.row) if draw.row is not None else None,
-            seed=draw.seed,
-            agent=spec.agent,
-            max_turns=spec.max_turns,
-            max_tokens_per_turn=spec.max_tokens_per_turn,
-            timeout_s=spec.episode_timeout_s,
-            program=spec.program,
-            env_entry_point=spec.env_entry_point,
-        )
-        for draw in draws
-    )
+    return tuple(draw_sources(draws, env_id=spec.env_id, env_kwargs=env_kwargs, **_episode(spec)))
+
+
+def _episode(spec: VerlRunSpec) -> dict[str, Any]:
+    """How each of the run's episodes is played (the fields every source shares)."""
+    return {
+        "agent": spec.agent,
+        "max_turns": spec.max_turns,
+        "max_tokens_per_turn": spec.max_tokens_per_turn,
+        "timeout_s": spec.episode_timeout_s,
+        "program": spec.program,
+        "env_entry_point": spec.env_entry_point,
+    }
 
 
 def _sources(
@@ -86,14 +90,10 @@ def _sources(
         sources = episode_sources(
             spec.env_id,
             env_kwargs,
-            agent=spec.agent,
-            max_turns=spec.max_turns,
-            max_tokens_per_turn=spec.max_tokens_per_turn,
-            timeout_s=spec.episode_timeout_s,
-            program=spec.program,
             max_tasks=max_tasks,
             seed_tasks=spec.seed_tasks,
             seed=spec.seed,
+            **_episode(spec),
         )
     except Exception as error:  # noqa: BLE001 - any env construction error is a config error here
         raise VerlConfigError(f"cannot build {spec.env_id!r} to read its tasks: {error}") from error
