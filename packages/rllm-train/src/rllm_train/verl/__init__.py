@@ -1,14 +1,20 @@
 """The verl backend of ``rllm-train``: our agent + env loop inside verl's trainer, on Ray.
 
 * :mod:`~rllm_train.verl.spec` - the run's settings and the checks that reject what verl cannot run;
-* :mod:`~rllm_train.verl.from_config` - an ``rllm-train`` config as those settings (+ its ``verl`` section);
+* :mod:`~rllm_train.verl.from_config` - a run's setup (:mod:`rllm_train.run`) as those settings (+ the config's ``verl`` section);
 * :mod:`~rllm_train.verl.compose` - verl's own trainer config composed from them and validated by verl;
 * :mod:`~rllm_train.verl.modes` - verl's schedules: synchronous, one step off, fully asynchronous;
 * :mod:`~rllm_train.verl.weight_mailbox` - where the asynchronous modes' weight transfers meet;
 * :mod:`~rllm_train.verl.data` - tasks as verl data rows carrying the whole task;
 * :mod:`~rllm_train.verl.agent_loop` - ``RllmAgentLoop``, registered with verl as ``rllm_agent``;
 * :mod:`~rllm_train.verl.engine_server` - an rllm engine behind verl's server-manager call (CPU runs);
-* :mod:`~rllm_train.verl.launch` - ``dry_run`` and ``run``.
+* :mod:`~rllm_train.verl.failure_check` - verl's agent-loop manager with the run's failure rule;
+* :mod:`~rllm_train.verl.launch` - ``dry_run`` and ``run``;
+* :mod:`~rllm_train.verl.backend` - the entry points ``rllm-train`` and ``AgentTrainer`` call.
+
+What both backends share - the agent and env specs, the task plan, the algorithm table, the
+refusals, what a run writes - comes from :mod:`rllm_train.run`; nothing here imports the
+native backend.
 
 verl is imported only inside these functions, so ``import rllm_train.verl`` is cheap and a
 missing verl gives :class:`~rllm_train.verl.versions.VerlUnavailableError` when used.
