@@ -25,8 +25,8 @@ from rllm_train.config import ConfigError, build_config
 from rllm_train.envs import make_env_factory
 from rllm_train.native.async_rollouts import PENDING_KEY, episode_version
 from rllm_train.native.behaviour_logprobs import POLICY_VERSION, trajectory_version
-from rllm_train.native.reporting import step_rows
 from rllm_train.native.trainer import NativeTrainer
+from rllm_train.run.reporting import step_rows
 
 from tests.parts import require_module
 from tests.train import reply_length
@@ -248,7 +248,7 @@ class KeepsEpisodes(NativeTrainer):
 
     def _episodes_of(self, step):
         found = super()._episodes_of(step)
-        self.trained_on[step] = found[0].episodes
+        self.trained_on[step] = found.episodes
         return found
 
 
@@ -318,12 +318,12 @@ def test_settings_async_cannot_serve_are_refused_by_name(overrides, named):
 def test_trainer_refuses_an_engine_apart_it_cannot_build_before_loading_the_model(
     tmp_path, monkeypatch, overrides, named
 ):
-    import rllm_train.native.trainer as trainer_module
+    import rllm_train.native.models as models
 
     def no_model(*_args, **_kwargs):
         raise AssertionError("the model was loaded")
 
-    monkeypatch.setattr(trainer_module, "load_policy", no_model)
+    monkeypatch.setattr(models, "load_policy", no_model)
     config = build_config(overrides=run_overrides(tmp_path / "run", "tiny", **overrides))
     with pytest.raises(ConfigError, match=named.replace(".", r"\.")):
         NativeTrainer(config)
@@ -396,3 +396,18 @@ def test_llamacpp_generates_training_episodes_whose_gap_is_measured_and_correcte
         expected_lag = (row["step"] - 1) - row["async/version"]
         assert row[f"rollout_corr/staleness/lag_{expected_lag}"] == row["sequences"]
         assert row["errors"] == 0
+
+
+def test_a_played_step_kept_by_a_checkpoint_comes_back_as_it_was():
+    from rllm_agents.types import Episode
+    from rllm_train.native.async_rollouts import PlayedStep
+    from rllm_train.native.sampler import Rollout
+
+    played = PlayedStep(
+        2, 1, Rollout([Episode(id="a")], generate_seconds=1.5, env_seconds=0.5, judge_seconds=2.0)
+    )
+    back = PlayedStep.from_dict(played.to_dict())
+    rollout = back.rollout
+    assert (back.step, back.version, [e.id for e in rollout.episodes]) == (2, 1, ["a"])
+    assert (rollout.generate_seconds, rollout.env_seconds, rollout.judge_seconds) == (1.5, 0.5, 2.0)
+    assert rollout.groups is None  # the plan's groups apply (the judge time once landed here)

@@ -7,7 +7,8 @@ A few cases run the installed command as a user would; the rest call ``main`` in
 from __future__ import annotations
 
 import pytest
-from rllm_train.cli import main, ray_head
+from rllm_train.cli import main
+from rllm_train.native.backend import ray_head
 
 from tests.cli_errors import assert_one_line_error, run_command
 

@@ -17,7 +17,8 @@ from rllm_train.config import ConfigError, build_config
 from rllm_train.config.curriculum import CURRICULUM_KINDS, UNIFORM, CurriculumConfig
 from rllm_train.datasets import RunData, step_rows
 from rllm_train.native import checkpoint
-from rllm_train.native.curriculum import (
+from rllm_train.native.trainer import NativeTrainer, validation_seeds
+from rllm_train.run.curriculum import (
     CURRICULUM_KEY,
     WEIGHTINGS,
     Curriculum,
@@ -35,7 +36,6 @@ from rllm_train.native.curriculum import (
     task_probabilities,
     uninformative_share,
 )
-from rllm_train.native.trainer import NativeTrainer, validation_seeds
 
 from tests.train import reply_length
 from tests.train.conftest import run_overrides

@@ -87,14 +87,23 @@ def test_verl_dry_run_takes_the_documented_form(tmp_path):
 
 def test_verl_dry_run_lays_out_the_given_rows(tmp_path):
     require_module("verl", "the verl backend needs rllm-train[verl]")
+    train = DatasetRegistry.load_dataset("arithmetic", "train").take(6)
     trainer = AgentTrainer(
         env_class="rllm/Arithmetic-v0",
-        config={"trainer.backend": "verl", "model.name": "tiny", "trainer.output": str(tmp_path)},
-        train_dataset=DatasetRegistry.load_dataset("arithmetic", "train").take(6),
+        config={
+            "trainer.backend": "verl",
+            "model.name": "tiny",
+            "trainer.output": str(tmp_path),
+            "trainer.steps": 3,
+        },
+        train_dataset=train,
         val_dataset=DatasetRegistry.load_dataset("arithmetic", "test").take(2),
     )
     layout = trainer.dry_run()
-    assert "train rows: 6 " in layout and "val rows:   2 " in layout
+    # Each of the 3 steps' 4 tasks, drawn from the 6 given rows, in the order they are played.
+    assert "train rows: 12 " in layout and "val rows:   2 " in layout
+    first_row = json.loads(layout.split("# first row:\n# ", 1)[1].splitlines()[0])
+    assert json.loads(first_row["rllm_task"]) in [dict(row) for row in train]
 
 
 @pytest.mark.slow

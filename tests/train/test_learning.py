@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 from rllm_train import AgentTrainer
-from rllm_train.native.reporting import step_rows
+from rllm_train.run.reporting import step_rows
 
 from tests.parts import require_module
 

@@ -231,3 +231,18 @@ def test_async_dispatch_trains(tmp_path, tiny_model):
         ]
         assert model_tokens == [t for step in trajectory.steps for t in step.response_ids]
         assert 0 in trajectory.response_mask  # the env's reply between the two turns
+
+
+def test_ppos_value_head_learns_at_the_critic_rate_both_backends_share(tmp_path, tiny_model):
+    overrides = run_overrides(
+        tmp_path / "run",
+        tiny_model,
+        **{"algorithm.name": "ppo", "trainer.lr": 1e-4, "algorithm.critic_lr_scale": 3.0},
+    )
+    trainer = NativeTrainer(build_config(overrides=overrides))
+    try:
+        policy, critic = trainer.optimizer.param_groups
+        assert policy["lr"] == pytest.approx(1e-4) and critic["lr"] == pytest.approx(3e-4)
+        assert {id(p) for p in critic["params"]} == {id(p) for p in trainer.value_head.parameters()}
+    finally:
+        trainer.close()

@@ -15,6 +15,7 @@ from rllm_train.config import ConfigError, build_config
 from rllm_train.config.rollout_correction import RolloutCorrectionConfig
 from rllm_train.native.batch import episodes_to_sequences, to_tensors
 from rllm_train.native.behaviour_logprobs import POLICY_VERSION, trajectory_logprobs
+from rllm_train.native.policy_update import CorrectionPlan
 from rllm_train.native.rollout_correction import (
     apply,
     correct,
@@ -360,8 +361,10 @@ def test_one_epoch_scores_the_engines_tokens_in_the_training_pass_itself(
 
     def corrected_step(score_in_update: bool):
         trainer = NativeTrainer(build_config(overrides=overrides))
-        if not score_in_update:
-            monkeypatch.setattr(trainer, "_scores_in_update", lambda batch, epochs: None)
+        if not score_in_update:  # the correction scored in a pass of its own, before
+            monkeypatch.setattr(
+                CorrectionPlan, "decide", classmethod(lambda cls, *args: cls(on=True))
+            )
         passes = []
         trainer.model.register_forward_hook(lambda *_: passes.append(1))
         try:
@@ -387,3 +390,36 @@ def test_one_epoch_scores_the_engines_tokens_in_the_training_pass_itself(
         torch.testing.assert_close(tensor, apart_weights[name], atol=1e-6, rtol=0)
     micro_batches = 2  # 4 sequences, 2 a micro-batch
     assert apart_passes - fused_passes == micro_batches
+
+
+class SameRewards(ShiftedSampler):
+    """A foreign engine (as ShiftedSampler) whose episodes all earn the same reward: every
+    GRPO group then has advantages of 0."""
+
+    def sample(self, seeds, temperature, sampling_seed, **rows):
+        rollout = super().sample(seeds, temperature, sampling_seed, **rows)
+        for episode in rollout.episodes:
+            for trajectory in episode.trajectories:
+                trajectory.reward = 1.0
+        return rollout
+
+
+def test_an_update_left_with_no_rows_still_reports_its_correction(tmp_path, tiny_model):
+    """A correction scored in the update's own pass, and drop_zero_advantage leaving no row to
+    pass: the update returned correction metrics it never set (UnboundLocalError)."""
+    overrides = run_overrides(
+        tmp_path / "run",
+        tiny_model,
+        **{"rollout.tasks_per_step": 1, "rollout.n": 4, "algorithm.drop_zero_advantage": True},
+    )
+    trainer = NativeTrainer(build_config(overrides=overrides))
+    try:
+        trainer.sampler = SameRewards(trainer.sampler, shift=0.0, shifted=0, version=0)
+        before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+        row = trainer.train_step(0)
+        assert row["sequences_trained"] == 0 and row["loss"] == 0.0
+        assert row["advantage_abs_mean"] == 0.0
+        for name, tensor in trainer.model.state_dict().items():  # no step was taken
+            assert torch.equal(tensor, before[name]), name
+    finally:
+        trainer.close()

@@ -23,7 +23,7 @@ import pytest
 import torch
 from rllm_agents.run_folder import KILL_AT_VARIABLE, RunLock
 from rllm_train.cli import main
-from rllm_train.native.reporting import reconcile
+from rllm_train.run.reporting import reconcile
 
 from tests.train.test_resume import STEPS, command, metric_rows, run_env
 

@@ -123,6 +123,25 @@ def _agents_ready() -> bool:
     )
 
 
+def training_batches(config, tokenizer) -> list:
+    """Every training batch (a DataProto) as verl's trainer loads them from the composed
+    config: its dataset over the rows the backend wrote, its sampler, its batch size."""
+    from torchdata.stateful_dataloader import StatefulDataLoader
+    from verl.protocol import DataProto
+    from verl.trainer.ppo.utils import create_rl_dataset, create_rl_sampler
+    from verl.utils.dataset.rl_dataset import collate_fn
+
+    dataset = create_rl_dataset(config.data.train_files, config.data, tokenizer, None)
+    loader = StatefulDataLoader(
+        dataset,
+        batch_size=config.data.train_batch_size,
+        collate_fn=collate_fn,
+        sampler=create_rl_sampler(config.data, dataset),
+        drop_last=True,
+    )
+    return [DataProto.from_single_dict(batch) for batch in loader]
+
+
 def run_worker(
     request, output_dir, env_id: str, tasks: int, samples: int, algorithm: str, **changes
 ) -> Rollout:
@@ -132,11 +151,7 @@ def run_worker(
     from omegaconf import OmegaConf
     from rllm_agents.engines.local import LocalEngine
     from rllm_agents.models import load_model, load_tokenizer
-    from torchdata.stateful_dataloader import StatefulDataLoader
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
-    from verl.protocol import DataProto
-    from verl.trainer.ppo.utils import create_rl_dataset, create_rl_sampler
-    from verl.utils.dataset.rl_dataset import collate_fn
 
     spec = VerlRunSpec(
         env_id=env_id,
@@ -164,15 +179,7 @@ def run_worker(
     client = RecordingClient(engine)
     worker = AgentLoopWorker(config, client)
     # The first training batch exactly as verl's trainer loads it from the composed config.
-    dataset = create_rl_dataset(config.data.train_files, config.data, tokenizer, None)
-    loader = StatefulDataLoader(
-        dataset,
-        batch_size=config.data.train_batch_size,
-        collate_fn=collate_fn,
-        sampler=create_rl_sampler(config.data, dataset),
-        drop_last=True,
-    )
-    batch = DataProto.from_single_dict(next(iter(loader)))
+    batch = training_batches(config, tokenizer)[0]
     assert str(files.train_file) in list(config.data.train_files)
     batch.non_tensor_batch["uid"] = np.array([f"task-{i}" for i in range(tasks)], dtype=object)
     repeated = batch.repeat(repeat_times=samples, interleave=True)
@@ -338,6 +345,17 @@ def test_an_infrastructure_failure_trains_nothing_and_is_reported(request, tmp_p
     assert output.batch["attention_mask"][0, PROMPT_LENGTH:].sum() > 0
     assert output.batch["response_mask"].sum() == 0
     assert output.batch["rm_scores"].abs().sum() == 0
+    # verl's trainer asks its agent-loop manager for this batch, which applies the run's
+    # failure rule to it: a training step of failed episodes stops the run, validation not.
+    from rllm_train.run.failures import TooManyFailedEpisodes
+    from rllm_train.verl.failure_check import batch_failures, check_batch
+
+    failures = batch_failures(output.non_tensor_batch)
+    assert (failures.failed, failures.total, failures.kinds) == (1, 1, (("sandbox_died", 1),))
+    with pytest.raises(TooManyFailedEpisodes, match=r"step 3: 1 of 1 episodes failed"):
+        check_batch(output, {"global_steps": 3}, max_rate=0.5)
+    check_batch(output, {"global_steps": 3, "validate": True}, max_rate=0.5)
+    check_batch(output, {"global_steps": 3}, max_rate=1.0)
 
 
 def test_an_episode_past_its_time_limit_ends_without_holding_the_batch(request, tmp_path):

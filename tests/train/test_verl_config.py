@@ -80,6 +80,8 @@ def test_ppo_gets_a_critic_from_the_policy_weights(tmp_path):
     assert config.algorithm.adv_estimator == "gae"
     assert config.critic.enable is True
     assert config.critic.model.path == str(tmp_path / "model")
+    # algorithm.critic_lr_scale (10 by default), as native's value head learns
+    assert config.critic.optim.lr == pytest.approx(spec.learning_rate * 10)
     # verl reads the critic's model files while validating: a missing model is caught here.
     with pytest.raises(VerlConfigError, match="could not load a model config"):
         prepare_run(spec)
@@ -96,8 +98,8 @@ def test_ppo_gets_a_critic_from_the_policy_weights(tmp_path):
         ({"overrides": ("trainer.nonexistent_key=1",)}, "nonexistent_key"),
         ({"overrides": ("no-equals-sign",)}, "key=value"),
         ({"lora_rank": 1024}, "LoRA ranks up to 512"),
-        ({"agent": "rllm_agents.no_such_module:Agent"}, "env.agent: agent .* cannot import"),
-        ({"agent": "NoColon"}, "env.agent: agent 'NoColon': not of the form module:name"),
+        ({"agent": "rllm_agents.no_such_module:Agent"}, "env.agent .*cannot import"),
+        ({"agent": "NoColon"}, "env.agent 'NoColon': not of the form module:name"),
         # verl's own check: 3 tasks x 3 samples cannot be split over 8 GPUs.
         ({"train_batch_size": 3, "n_samples": 3, "mini_batch_size": 3}, "divisible"),
     ],
@@ -275,7 +277,9 @@ def test_an_rllm_train_config_maps_onto_verl(tmp_path):
     assert spec.env_kwargs == {"tasks": "shipped:test"} and spec.lora_rank == 16
     text = dry_run(config)
     assert "adv_estimator: rloo" in text and "lr: 3.0e-06" in text
-    assert "train rows: 200" in text and "val rows:   10" in text
+    # Every step's tasks, in the order the steps play them (12 steps x 8 tasks), and the
+    # first 10 validation seeds: the same tasks the native backend would play.
+    assert "train rows: 96" in text and "val rows:   10" in text
     assert '"rllm_max_tokens_per_turn": 64' in text
 
 
@@ -326,3 +330,53 @@ def test_verls_sampling_params_map_onto_rllm_engines():
     assert sampling_from_verl({"temperature": 0}, default_max_tokens=99).max_tokens == 99
     with pytest.raises(ValueError, match="top_k=20 is not supported"):
         sampling_from_verl({**verl_params, "top_k": 20}, default_max_tokens=8)
+
+
+def test_the_engine_server_reports_a_cut_reply_and_seeds_each_request(tiny_model):
+    """verl reads ``stop_reason="length"`` as a reply cut at max_tokens (its own partial-rollout
+    client does), and its rollout adds a per-request ``seed`` for deterministic sampling."""
+    import asyncio
+
+    from rllm_agents.engines.local import LocalEngine
+    from rllm_agents.models import load_model, load_tokenizer
+    from rllm_train.verl.engine_server import EngineServerClient
+
+    tokenizer = load_tokenizer(tiny_model)
+    engine = LocalEngine(load_model(tiny_model), tokenizer, max_batch_size=2)
+    client = EngineServerClient(engine)
+    prompt = tokenizer.encode("Count: one, two, three,")
+
+    def generate(**sampling):
+        params = {"temperature": 1.0, "top_p": 1.0, "logprobs": True, **sampling}
+        output = asyncio.run(client.generate("r", prompt_ids=prompt, sampling_params=params))
+        return output.token_ids, output.stop_reason
+
+    try:
+        tokens, reason = generate(max_tokens=3)
+        assert len(tokens) == 3 and reason == "length"
+        draws = [generate(max_tokens=8, seed=seed)[0] for seed in (11, 11, 12, 13)]
+        assert draws[0] == draws[1]  # the same seed, the same reply
+        assert draws[0] != draws[2] or draws[0] != draws[3]  # other seeds draw other replies
+    finally:
+        asyncio.run(engine.aclose())
+
+
+def test_each_training_batch_is_checked_against_the_failure_rule(tmp_path):
+    from rllm_train.config import build_config
+    from rllm_train.verl.compose import MANAGER_CLASS
+    from rllm_train.verl.failure_check import MAX_FAILURE_RATE_KEY, RllmAgentLoopManager
+    from rllm_train.verl.from_config import spec_from_config
+
+    config = build_config(
+        overrides={
+            "trainer.backend": "verl",
+            "model.name": str(tmp_path / "model"),
+            "trainer.output": str(tmp_path / "run"),
+            "trainer.max_failure_rate": 0.25,
+        }
+    )
+    composed = compose_verl_config(spec_from_config(config), RunFiles(tmp_path / "run"))
+    assert composed.actor_rollout_ref.rollout.agent.agent_loop_manager_class == MANAGER_CLASS
+    assert OmegaConf.select(composed, MAX_FAILURE_RATE_KEY) == 0.25
+    module, _, name = MANAGER_CLASS.rpartition(".")
+    assert getattr(__import__(module, fromlist=[name]), name) is RllmAgentLoopManager

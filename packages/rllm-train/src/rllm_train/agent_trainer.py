@@ -24,6 +24,9 @@ from typing import Any
 from rllm_agents.agents.base import BaseAgent
 
 from rllm_train.config import TrainConfig, build_config, from_mapping
+from rllm_train.run.backends import backend_module
+from rllm_train.run.setup import RunSetup, setup_run
+from rllm_train.run.specs import import_path
 
 Dataset = str | Path | Iterable[Mapping[str, Any]]
 
@@ -51,6 +54,14 @@ def dataset_spec(dataset: Dataset, output: Path, split: str) -> str:
     return str(path)
 
 
+def json_arguments(arguments: Mapping[str, Any]) -> bool:
+    try:
+        json.dumps(dict(arguments))
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
 class AgentTrainer:
     """Train `agent_class` on `env_class` (see the module docstring)."""
 
@@ -70,7 +81,7 @@ class AgentTrainer:
         env = env_class if env_class is not None else env_id
         self.env_class = env if isinstance(env, type) else None
         if isinstance(env, type):
-            self.config.env.entry_point = f"{env.__module__}:{env.__qualname__}"
+            self.config.env.entry_point = import_path(env)
         elif env is not None:
             self.config.env.id = env
         if env_args is not None:
@@ -81,42 +92,33 @@ class AgentTrainer:
         if val_dataset is not None:
             self.config.data.val = dataset_spec(val_dataset, output, "val")
         self.agent_class = agent_class
+        # Recorded in the config (config.yaml, and verl's data rows) where they are plain
+        # values; arguments that are not (objects) reach the native trainer's agent only.
         self.agent_args = dict(agent_args or {})
-        if agent_class is not None and self.config.trainer.backend == "verl":
-            # verl's workers build the agent from its import path (agent_args not yet carried)
-            self.config.env.agent = f"{agent_class.__module__}:{agent_class.__qualname__}"
+        if agent_class is not None:
+            self.config.env.agent = import_path(agent_class)
+        if json_arguments(self.agent_args):
+            self.config.env.agent_args = {**self.config.env.agent_args, **self.agent_args}
+            self.agent_args = {}
 
-    def train(self) -> list[dict[str, Any]]:
-        """Run training; returns the run's metric rows (``val/*`` included), on both backends."""
-        if self.config.trainer.backend == "verl":
-            from pathlib import Path
-
-            from rllm_train import verl as verl_backend
-            from rllm_train.native.reporting import METRICS_FILE, read_metrics
-
-            verl_backend.run(self.config)
-            return read_metrics(Path(self.config.trainer.output) / METRICS_FILE)
-        from rllm_train.native.trainers import trainer_class
-
-        env_factory = None
-        if self.env_class is not None:  # made from the class itself: it may live in __main__
-            arguments = dict(self.config.env.kwargs)
-            env_factory = lambda: self.env_class(**arguments)  # noqa: E731
-        trainer = trainer_class(self.config)(
+    def setup(self) -> RunSetup:
+        """The run, worked out from the config and the classes given here (checked)."""
+        return setup_run(
             self.config,
             agent_class=self.agent_class,
             agent_args=self.agent_args,
-            env_factory=env_factory,
+            env_class=self.env_class,
         )
-        return trainer.train()
+
+    def train(self) -> list[dict[str, Any]]:
+        """Run training; returns the run's metric rows (``val/*`` included), on both backends."""
+        setup = self.setup()
+        backend = backend_module(self.config.trainer.backend)
+        backend.check(setup)
+        return backend.train(setup)
 
     def dry_run(self) -> str:
         """What the backend would run, checked and printed, nothing slow started (the verl
         backend: the composed verl trainer config and data layout)."""
-        if self.config.trainer.backend == "verl":
-            from rllm_train import verl as verl_backend
-
-            return verl_backend.dry_run(self.config)
-        import yaml
-
-        return yaml.safe_dump(self.config.to_dict(), sort_keys=False)
+        setup = self.setup()
+        return backend_module(self.config.trainer.backend).dry_run(setup)

@@ -23,12 +23,11 @@ import torch
 from omegaconf import OmegaConf
 from verl.trainer.ppo import core_algos
 
-# Our algorithm names -> verl's advantage estimator. PPO learns a value head and uses GAE.
-ADVANTAGE_ESTIMATORS: dict[str, str] = {
-    "grpo": "grpo",
-    "rloo": "rloo",
-    "reinforce_plus_plus": "reinforce_plus_plus",
-    "ppo": "gae",
+from rllm_train.run.algorithm import algorithm
+
+# verl's estimators that take settings beyond the shared config, as keyword arguments.
+ESTIMATOR_OPTIONS: dict[str, Any] = {
+    "grpo": lambda settings: {"norm_adv_by_std_in_grpo": settings.norm_adv_by_std_in_grpo},
 }
 
 KL_PENALTY_KINDS = ("kl", "abs", "mse", "low_var_kl", "full")
@@ -71,14 +70,13 @@ def compute_advantages(
     values: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(advantages, returns) from verl's estimator for `settings.name`, both (batch, length)."""
-    estimator = ADVANTAGE_ESTIMATORS.get(settings.name)
-    if estimator is None:
-        raise ValueError(
-            f"unknown algorithm {settings.name!r}; choose from {sorted(ADVANTAGE_ESTIMATORS)}"
-        )
+    entry = algorithm(settings.name)
+    if entry.estimator is None or not entry.runs_on("native"):
+        raise ValueError(f"{settings.name} has no advantage estimator the native trainer runs")
+    estimator = entry.estimator
     mask = response_mask.float()
     token_rewards = outcome_token_rewards(rewards, mask)
-    if estimator == "gae":
+    if entry.learns_values:
         if values is None:
             raise ValueError("PPO (GAE) needs the value head's values")
         return core_algos.compute_gae_advantage_return(
@@ -92,9 +90,7 @@ def compute_advantages(
         {"gamma": settings.gamma, "norm_adv_by_std_in_grpo": settings.norm_adv_by_std_in_grpo}
     )
     estimator_fn = core_algos.get_adv_estimator_fn(estimator)
-    extra: dict[str, Any] = {}
-    if estimator == "grpo":
-        extra["norm_adv_by_std_in_grpo"] = settings.norm_adv_by_std_in_grpo
+    extra = ESTIMATOR_OPTIONS[estimator](settings) if estimator in ESTIMATOR_OPTIONS else {}
     return estimator_fn(
         token_level_rewards=token_rewards,
         response_mask=mask,

@@ -7,10 +7,7 @@ addition on the CPU, with GRPO (see docs/training/native.md).
 from __future__ import annotations
 
 import argparse
-import os
-import socket
 import sys
-import urllib.parse
 from collections.abc import Sequence
 
 from rllm_agents.cli.usage import (
@@ -20,12 +17,7 @@ from rllm_agents.cli.usage import (
     positive_int,
     report_usage_error,
 )
-from rllm_agents.run_folder import (
-    RunFolderError,
-    RunLock,
-    claim_run_folder,
-    terminate_on_signals,
-)
+from rllm_agents.run_folder import RunFolderError, claim_run_folder, terminate_on_signals
 
 from rllm_train.config import (
     ALGORITHMS,
@@ -36,6 +28,10 @@ from rllm_train.config import (
     TrainConfig,
     build_config,
 )
+from rllm_train.run.backends import backend_module
+from rllm_train.run.failures import TooManyFailedEpisodes
+from rllm_train.run.reporting import METRICS_FILE, RUN_MARKERS, run_summary, step_rows
+from rllm_train.run.setup import setup_run
 
 PROG = "rllm-train"
 
@@ -202,174 +198,31 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     return build_config(args.config, [*overrides, *verbatim, *args.overrides])
 
 
-# What a run leaves in its folder: any of them means the folder holds a run (--resume).
-RUN_MARKERS = ("checkpoints/latest", "metrics.jsonl", "config.yaml")
-
-
-def _run_native(config: TrainConfig, lock: RunLock) -> None:
-    from rllm_train.native.reporting import run_summary, step_rows
-    from rllm_train.native.trainers import trainer_class
-
-    every_row = trainer_class(config)(config, run_lock=lock).train()
+def report(config: TrainConfig, every_row: list[dict]) -> None:
+    """The run in a line or two: the reward from first to last step, or the fine-tuning loss."""
     rows = step_rows(every_row)
     summary = run_summary(every_row)
+    output = config.trainer.output
     if "sft_probe_loss_first" in summary:  # the recorded rewards say nothing new: the loss does
         print(
-            f"rllm-train: {len(rows)} fine-tuning steps on {summary['sft_sequences']} sequences; "
+            f"{PROG}: {len(rows)} fine-tuning steps on {summary['sft_sequences']} sequences; "
             f"loss on them {summary['sft_probe_loss_first']:.3f} -> "
-            f"{summary['sft_probe_loss_last']:.3f}; checkpoint in "
-            f"{config.trainer.output}/checkpoints (rllm-train --init-from "
-            f"{config.trainer.output} ... starts RL from it)"
+            f"{summary['sft_probe_loss_last']:.3f}; checkpoint in {output}/checkpoints "
+            f"(rllm-train --init-from {output} ... starts RL from it)"
         )
     elif rows:
         first, last = rows[0], rows[-1]
         print(
-            f"rllm-train: {len(rows)} steps; reward {first['reward_mean']:.3f} (step "
+            f"{PROG}: {len(rows)} steps; reward {first['reward_mean']:.3f} (step "
             f"{first['step']}) -> {last['reward_mean']:.3f} (step {last['step']}); "
-            f"metrics in {config.trainer.output}/metrics.jsonl"
+            f"metrics in {output}/{METRICS_FILE}"
         )
     if "val_reward_first" in summary:
         print(
-            f"rllm-train: held-out validation reward {summary['val_reward_first']:.3f} (step "
+            f"{PROG}: held-out validation reward {summary['val_reward_first']:.3f} (step "
             f"{summary['val_steps'][0]}) -> {summary['val_reward_last']:.3f} (step "
             f"{summary['val_steps'][1]})"
         )
-
-
-def _run_verl(config: TrainConfig, lock: RunLock) -> None:
-    try:
-        from rllm_train import verl as verl_backend
-    except ImportError as error:
-        raise ConfigError(
-            f"trainer.backend: verl needs the verl backend: pip install 'rllm-train[verl]' "
-            f"({error})"
-        ) from error
-    verl_backend.run(config)
-
-
-BACKEND_RUNNERS = {"native": _run_native, "verl": _run_verl}
-
-
-def _dry_run_native(config: TrainConfig) -> None:
-    import yaml
-
-    print(yaml.safe_dump(config.to_dict(), sort_keys=False), end="")
-
-
-def _dry_run_verl(config: TrainConfig) -> None:
-    # verl composes and validates its own trainer config from ours: printing that (and the
-    # data layout) checks far more than echoing our config. Without verl installed this
-    # raises VerlUnavailableError, a ConfigError that says what to install.
-    from rllm_train import verl as verl_backend
-
-    print(verl_backend.dry_run(config), end="")
-
-
-# --dry-run: check the config as the backend would, print it, start nothing slow.
-DRY_RUNS = {"native": _dry_run_native, "verl": _dry_run_verl}
-
-
-def check_native(config: TrainConfig) -> None:
-    """What the native backend needs that the config alone cannot tell: the model and the env.
-
-    Both checks are quick (no model is loaded); a failed one is a ConfigError naming the key.
-    """
-    from rllm_agents.models import EMBEDDED_MODELS, resolve_model
-
-    from rllm_train.envs import check_env
-    from rllm_train.native.multiagent_setup import multiagent_setup
-
-    if config.model.name not in EMBEDDED_MODELS:  # embedded ones are built on first use
-        try:
-            resolve_model(config.model.name)
-        except FileNotFoundError as error:
-            raise ConfigError(f"model.name: {error}") from error
-    from rllm_train.datasets import run_data
-    from rllm_train.native.program_sampler import check_program_run
-
-    if config.model.init_from:
-        from rllm_train.native.checkpoint import checkpoint_file
-
-        try:
-            checkpoint_file(config.model.init_from)
-        except FileNotFoundError as error:
-            raise ConfigError(f"model.init_from: {error}") from error
-    multiagent = multiagent_setup(config)
-    if config.algorithm.name == "sft":
-        from rllm_train.datasets import run_data
-        from rllm_train.native.sft_data import select_trajectories, validation_task_ids
-
-        # The files exist and hold episodes that pass, on tasks the run does not validate on.
-        val = run_data(config).val if multiagent is None else None
-        select_trajectories(config.sft, validation_task_ids(val))
-    if multiagent is None:  # a multi-agent env: its seats are checked there
-        if not config.env.entry_point:
-            check_env(config.env.id, config.env.kwargs)
-    # data.train / data.val name sets that exist; an agent program has rows to play
-    check_program_run(config, multiagent, run_data(config) if multiagent is None else None)
-    from rllm_train.native.tree import check_tree_env
-
-    check_tree_env(config)  # rollout.tree: the env can be snapshotted
-
-
-def check_verl(config: TrainConfig) -> None:
-    """The verl run's own checks (placement, algorithm, mode, CPU-mode limits), done before
-    the run folder is claimed so a refused run leaves nothing behind. Without verl installed
-    there is nothing to check here: the runner says what to install."""
-    try:
-        from rllm_train.verl import as_spec
-        from rllm_train.verl.spec import validate_spec
-    except ImportError:
-        return
-    validate_spec(as_spec(config))
-
-
-def check_program(config: TrainConfig) -> None:
-    """An agent program loads and has task rows to play (a ConfigError naming the key if not);
-    quick, and done before the run folder is claimed."""
-    from rllm_train.datasets import run_data
-    from rllm_train.native.program_sampler import check_program_run
-
-    check_program_run(config, None, run_data(config))
-
-
-# Where Ray's head listens when an address names no port: the GCS, or the Ray Client server.
-RAY_DEFAULT_PORTS = {"": 6379, "ray": 10001}
-
-
-def ray_head(address: str) -> tuple[str, int] | None:
-    """(host, port) of the Ray cluster an address names; None when Ray finds or starts one
-    itself ("" or "local": a cluster for the run, "auto": the one this machine runs)."""
-    if address in ("", "local", "auto"):
-        return None
-    scheme, _, rest = address.rpartition("://")
-    if scheme not in RAY_DEFAULT_PORTS:
-        raise ConfigError(f"rollout.ray_address: {address!r} is not HOST:PORT or ray://HOST:PORT")
-    try:
-        parts = urllib.parse.urlsplit("//" + rest)
-        port = parts.port or RAY_DEFAULT_PORTS[scheme]
-    except ValueError as error:
-        raise ConfigError(f"rollout.ray_address: {address!r}: {error}") from error
-    if not parts.hostname:
-        raise ConfigError(f"rollout.ray_address: {address!r} names no host")
-    return parts.hostname, port
-
-
-def check_ray_cluster(config: TrainConfig, timeout: float = 5.0) -> None:
-    """With `rollout.executor=ray`, that the named cluster's head answers: ray.init waits on
-    an address nothing listens at with no end, after the model has been loaded."""
-    if config.rollout.executor != "ray":
-        return
-    head = ray_head(config.rollout.ray_address or os.environ.get("RAY_ADDRESS", ""))
-    if head is None:
-        return
-    try:
-        socket.create_connection(head, timeout=timeout).close()
-    except OSError as error:
-        raise ConfigError(
-            f"rollout.ray_address: cannot reach the Ray cluster at {head[0]}:{head[1]} "
-            f"(--ray-address or $RAY_ADDRESS): {error.strerror or error}"
-        ) from error
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -379,22 +232,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Intermixed: overrides may sit between flags (rllm-train env.agent=m:A --steps 2 ...).
         args = build_parser().parse_intermixed_args(argv)
         config = config_from_args(args)
-        if config.trainer.backend == "native":
-            check_native(config)
-            check_ray_cluster(config)
-        else:
-            check_verl(config)
-            if config.program.given:
-                check_program(config)
+        setup = setup_run(config)  # the run, worked out once, for whichever backend
+        backend = backend_module(config.trainer.backend)
+        backend.check(setup)
         if args.dry_run:
-            DRY_RUNS[config.trainer.backend](config)
+            print(backend.dry_run(setup), end="")
             return 0
         # The run folder is checked and locked before anything slow: a bad path, a second
         # writer, a fresh run over an old one or a resume of nothing are each one line.
         with claim_run_folder(
             config.trainer.output, RUN_MARKERS, resume=config.trainer.resume
         ) as claim:
-            BACKEND_RUNNERS[config.trainer.backend](config, claim.lock)
+            rows = backend.train(setup, claim.lock)
+        report(config, rows)
+    except TooManyFailedEpisodes as error:
+        print(f"{PROG}: stopped: {one_line(error)}", file=sys.stderr)
+        return 1
     except UsageError as error:
         return report_usage_error(PROG, error)
     except ConfigError as error:

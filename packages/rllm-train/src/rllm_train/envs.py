@@ -46,12 +46,12 @@ def make_env_factory(
 ) -> Callable[[], gym.Env]:
     """gym.make(env_id, **kwargs), or Class(**kwargs) for an ``env.entry_point`` "module:Class"."""
     if entry_point:
-        from rllm_agents.agents.registry import load_entry_point
+        from rllm_envs.core.loading import LoadError, load_attr
 
         try:
-            env_class = load_entry_point(entry_point)
-        except (ImportError, AttributeError, ValueError) as error:
-            raise ConfigError(f"env.entry_point: cannot load {entry_point!r}: {error}") from error
+            env_class = load_attr(entry_point, what="env.entry_point")
+        except LoadError as error:
+            raise ConfigError(str(error)) from error
         arguments = dict(kwargs)
         return lambda: env_class(**arguments)
     plain_id = check_env_id(env_id)

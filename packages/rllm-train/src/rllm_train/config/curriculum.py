@@ -1,6 +1,6 @@
 """``curriculum``: which training tasks a native run plays, weighted by measured success.
 
-The sampler kinds themselves live in :mod:`rllm_train.native.curriculum`; only the settings and
+The sampler kinds themselves live in :mod:`rllm_train.run.curriculum`; only the settings and
 their plain-Python checks are here, so that reading a config never imports torch. See
 docs/training/curriculum.md.
 """
@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 
 UNIFORM = "uniform"
-# The kinds a config may name (each one's weighting is in rllm_train.native.curriculum).
+# The kinds a config may name (each one's weighting is in rllm_train.run.curriculum).
 CURRICULUM_KINDS = (UNIFORM, "learning_progress", "plr")
 
 

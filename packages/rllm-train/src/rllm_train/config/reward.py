@@ -120,21 +120,3 @@ def check_judge(section: JudgeConfig, where: str) -> list[str]:
         except ValueError as error:
             problems.append(f"{where}.prompt_file: {error}")
     return problems
-
-
-def judge_refusals(section: JudgeConfig, where: str, *, backend: str, algorithm: str) -> list[str]:
-    """Runs a judge cannot score, with why."""
-    if not section.on:
-        return []
-    if backend != "native":
-        return [
-            f"{where}.mode: the judge scores episodes in the native trainer's step; verl's "
-            "trainer computes its rewards in its own workers, where it is not wired in: use "
-            "--backend native"
-        ]
-    if algorithm == "sft":
-        return [
-            f"{where}.mode: --algorithm sft trains on recorded episodes and plays none for "
-            "a judge to score; set it to off"
-        ]
-    return []

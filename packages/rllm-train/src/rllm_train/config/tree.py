@@ -16,9 +16,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from rllm_train.config import TrainConfig
 
-# Estimators whose baseline is the group's own samples: the branch group is what they compare.
-GROUP_ALGORITHMS = ("grpo", "rloo")
-
 
 @dataclass
 class TreeConfig:
@@ -36,11 +33,11 @@ def tree_problems(config: TrainConfig) -> list[str]:
     if not tree.enabled:
         return []
     key = "rollout.tree.enabled"
+    from rllm_train.run.algorithm import algorithm, names_where
+
+    # Algorithms whose baseline is the group's own samples: the branch group is what they compare.
+    group_algorithms = names_where(lambda entry: entry.compares_group and entry.runs_on("native"))
     refusals = {
-        config.trainer.backend != "native": (
-            f"{key}: tree rollouts are played by the native trainer; the "
-            f"{config.trainer.backend} backend plays its own rollouts"
-        ),
         rollout.mode != "sync" or rollout.engine != "local": (
             f"{key}: branches are played from snapshots taken during the same step, by the "
             "trained model itself; use rollout.mode=sync and rollout.engine=local"
@@ -53,9 +50,9 @@ def tree_problems(config: TrainConfig) -> list[str]:
             f"{key}: an agent program plays whole episodes behind the gateway, and cannot be "
             "resumed from a snapshot; tree rollouts need a BaseAgent (leave program empty)"
         ),
-        config.algorithm.name not in GROUP_ALGORITHMS: (
+        not algorithm(config.algorithm.name).compares_group: (
             f"{key}: the branches of a snapshot form a group, which only a group baseline "
-            f"uses; use algorithm.name={' or '.join(GROUP_ALGORITHMS)}, "
+            f"uses; use algorithm.name={' or '.join(group_algorithms)}, "
             f"not {config.algorithm.name}"
         ),
         rollout.max_turns < 2: (

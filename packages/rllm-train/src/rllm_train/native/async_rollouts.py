@@ -67,9 +67,11 @@ class PlayedStep:
         ]
         rollout = Rollout(
             episodes,
-            data["generate_seconds"],
-            data["env_seconds"],
-            data.get("judge_seconds", 0.0),  # checkpoints written before it was kept
+            generate_seconds=data["generate_seconds"],
+            env_seconds=data["env_seconds"],
+            # Checkpoints written before it was kept have none. (Passed by position, it once
+            # landed in `groups`.)
+            judge_seconds=data.get("judge_seconds", 0.0),
         )
         return cls(int(data["step"]), int(data["version"]), rollout)
 

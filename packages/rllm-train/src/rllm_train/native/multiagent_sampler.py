@@ -34,12 +34,12 @@ from rllm_agents.types import Episode
 from rllm_train.native.batch import trainable, usable
 from rllm_train.native.multiagent_setup import TRAINED, MultiAgentSetup
 from rllm_train.native.opponents import FrozenModel
-from rllm_train.native.sampler import Rollout, RolloutLimits, serving_engine, timed_rollout
+from rllm_train.native.sampler import Rollout, RolloutLimits, ServingSampler, timed_rollout
 
 RETRIES = 1  # a game that errors (a model or env exception) is played once more, then dropped
 
 
-class MultiAgentSampler:
+class MultiAgentSampler(ServingSampler):
     """Games of `setup`'s env with its seatings (see the module docstring)."""
 
     def __init__(
@@ -55,18 +55,19 @@ class MultiAgentSampler:
         autocast_dtype: Any = None,
         env_factory: Callable[[], Any] | None = None,
     ) -> None:
-        self.model = model
-        self.env_factory = env_factory or setup.env_factory  # makes the env's parallel form
-        self.tokenizer = tokenizer
-        self.setup = setup
-        self.agent_factory = agent_factory
-        self.limits = limits
-        device = str(next(model.parameters()).device)
         # Turn-based games ask one seat at a time, phased ones (solver-judge) several at once.
         batch = max_batch_size * len(setup.seats)
-        self.engine = serving_engine(
-            model, tokenizer, max_batch_size=batch, autocast_dtype=autocast_dtype
+        super().__init__(
+            model,
+            tokenizer,
+            env_factory or setup.env_factory,  # makes the env's parallel form
+            limits,
+            max_batch_size=batch,
+            autocast_dtype=autocast_dtype,
         )
+        self.setup = setup
+        self.agent_factory = agent_factory
+        device = str(next(model.parameters()).device)
         self.frozen = {
             name: (
                 LocalEngine(
@@ -112,7 +113,7 @@ class MultiAgentSampler:
     def sample(
         self, seeds: Sequence[int], temperature: float, sampling_seed: int | None
     ) -> Rollout:
-        self.model.eval()  # the trainer leaves it in train mode after an update
+        self.serve()
         runner = multiagent_engine(
             self.env_factory,
             self._policies(temperature, sampling_seed),
@@ -126,7 +127,8 @@ class MultiAgentSampler:
         return timed_rollout(engines, lambda: runner.run(self.tasks(list(seeds))))
 
     def close(self) -> None:
-        for engine in (self.engine, *(engine for engine, _ in self.frozen.values())):
+        super().close()
+        for engine, _ in self.frozen.values():
             engine.close()
 
 

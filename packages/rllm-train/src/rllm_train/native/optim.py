@@ -16,8 +16,9 @@ import torch
 
 
 def build_optimizer(
-    parameters: Iterable[torch.Tensor], lr: float, weight_decay: float
+    parameters: Iterable[torch.Tensor] | Iterable[dict], lr: float, weight_decay: float
 ) -> torch.optim.AdamW:
+    """AdamW over `parameters`: tensors, or groups of them (dicts, each may set its own lr)."""
     params = list(parameters)
     try:
         return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, fused=True)

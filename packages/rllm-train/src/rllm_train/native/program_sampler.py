@@ -8,7 +8,8 @@ each call's prompt and completion token ids. The trainer gets ordinary Episodes 
 trajectory per token sequence the calls formed, with ``response_mask`` 1 on the tokens the model
 generated and the episode's reward - and trains them as it trains any agent's: the ``n`` samples
 of a task form its GRPO group, failed runs (crashed, timed out, bad output, no model call) are
-left out of the update.
+left out of the update. The program itself is loaded and checked with the run's setup
+(:func:`rllm_train.run.specs.program_for_run`).
 
 The step's temperature (and ``rollout.top_p``, ``rollout.max_response_tokens`` per call) are
 the session defaults: a program that sets its own values in its requests keeps them. Calls are
@@ -21,49 +22,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rllm_agents.programs import AgentProgram, ProgramExecutionEngine, program_from_options
+from rllm_agents.programs import AgentProgram, ProgramExecutionEngine
 
-from rllm_train.config import ConfigError, ProgramConfig, TrainConfig
-from rllm_train.datasets import RunData
-from rllm_train.native.sampler import Rollout, RolloutLimits, serving_engine, timed_rollout
+from rllm_train.native.sampler import Rollout, RolloutLimits, ServingSampler, timed_rollout
 
 
-def load_program(program: ProgramConfig) -> AgentProgram:
-    """The program the config names, loaded and checked; a ConfigError naming the key if not."""
-    from rllm_agents.programs import ProgramSpecError
-
-    key = "program.function" if program.function else "program.command"
-    try:
-        loaded = program_from_options(program.function, program.command)
-    except ProgramSpecError as error:
-        raise ConfigError(f"{key}: {error}") from error
-    if loaded is None:
-        raise ConfigError("program: set program.function or program.command")
-    return loaded
-
-
-def check_program_run(
-    config: TrainConfig, multiagent: Any, data: RunData | None
-) -> AgentProgram | None:
-    """The run's agent program (None when a BaseAgent plays), once what it needs is checked:
-    a single-agent env and task rows to give it."""
-    if not config.program.given:
-        return None
-    if multiagent is not None:
-        raise ConfigError(
-            f"program: {config.env.id!r} is a multi-agent env, whose seats are played by "
-            "policies; an agent program plays a single-agent env"
-        )
-    if data is None or data.train is None:
-        raise ConfigError(
-            f"program: an agent program is given task rows, and {config.env.id!r} has no "
-            "shipped train split to draw them from (or env.kwargs chooses its tasks); name "
-            "them in data.train"
-        )
-    return load_program(config.program)
-
-
-class ProgramSampler:
+class ProgramSampler(ServingSampler):
     """Episodes of an agent program on the trained model (see the module docstring)."""
 
     def __init__(
@@ -79,16 +43,17 @@ class ProgramSampler:
         retries: int,
         autocast_dtype: Any = None,
     ) -> None:
-        self.model = model
-        self.tokenizer = tokenizer
+        super().__init__(
+            model,
+            tokenizer,
+            env_factory,
+            limits,
+            max_batch_size=max_batch_size,
+            autocast_dtype=autocast_dtype,
+        )
         self.program = program
-        self.env_factory = env_factory
-        self.limits = limits
         self.timeout = timeout
         self.retries = retries
-        self.engine = serving_engine(
-            model, tokenizer, max_batch_size=max_batch_size, autocast_dtype=autocast_dtype
-        )
 
     def sample(
         self,
@@ -99,7 +64,7 @@ class ProgramSampler:
     ) -> Rollout:
         if tasks is None:
             raise ValueError("an agent program plays task rows, and this call has none")
-        self.model.eval()  # the trainer leaves it in train mode after an update
+        self.serve()
         runner = ProgramExecutionEngine(
             self.program,
             self.engine,
@@ -112,6 +77,3 @@ class ProgramSampler:
             progress=False,
         )
         return timed_rollout([self.engine], lambda: runner.run(list(tasks), list(seeds)))
-
-    def close(self) -> None:
-        self.engine.close()

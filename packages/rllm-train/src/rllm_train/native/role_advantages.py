@@ -72,3 +72,13 @@ class RoleBaselines:
         """Each reward's advantage; the baselines move on past these rewards."""
         advantages, self.values = rae_advantages(rewards, keys, self.values, self.decay)
         return advantages
+
+    def trajectory_advantages(self, env_id: str, pairs: Sequence[tuple[Trajectory, str]]):
+        """The advantage of each (trained trajectory, group) pair, by the trajectory's role."""
+        return self.advantages(
+            [trajectory.reward for trajectory, _ in pairs],
+            [role_key(env_id, trajectory) for trajectory, _ in pairs],
+        )
+
+    def metrics(self) -> dict[str, float]:
+        return {f"rae_baseline/{key}": value for key, value in self.values.items()}

@@ -125,10 +125,43 @@ def timed_rollout(engines: Sequence[Any], play: Callable[[], list[Episode]]) -> 
     )
 
 
-class ExecutionSampler:
+class ServingSampler:
+    """What every native sampler is made of: the trained model, served by a ``LocalEngine`` on
+    the model itself (or by `engine` when one is given, which the sampler then owns and
+    closes), the env factory and the rollout limits."""
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        env_factory: Callable[[], Any],
+        limits: RolloutLimits,
+        *,
+        max_batch_size: int,
+        autocast_dtype: Any = None,
+        engine: Any = None,
+    ) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.env_factory = env_factory
+        self.limits = limits
+        self.engine = engine or serving_engine(
+            model, tokenizer, max_batch_size=max_batch_size, autocast_dtype=autocast_dtype
+        )
+
+    def serve(self) -> None:
+        """Before sampling: the trainer leaves the model in train mode after an update."""
+        if getattr(self.engine, "model", None) is self.model:
+            self.model.eval()
+
+    def close(self) -> None:
+        close_engine(self.engine)
+
+
+class ExecutionSampler(ServingSampler):
     """Episodes through ``AgentExecutionEngine`` over a ``LocalEngine`` on `model` (module doc),
     or over `engine` when one is given (an engine apart from the trained model: a synced copy,
-    llama.cpp; :mod:`.engine_apart`), which the sampler then owns and closes."""
+    llama.cpp; :mod:`.engine_apart`)."""
 
     def __init__(
         self,
@@ -143,15 +176,17 @@ class ExecutionSampler:
         executor: Any = "inline",
         engine: Any = None,
     ) -> None:
-        self.model = model
-        self.tokenizer = tokenizer
-        self.env_factory = env_factory
-        self.agent_factory = agent_factory
-        self.limits = limits
-        self.executor = resolve_executor(executor)
-        self.engine = engine or serving_engine(
-            model, tokenizer, max_batch_size=max_batch_size, autocast_dtype=autocast_dtype
+        super().__init__(
+            model,
+            tokenizer,
+            env_factory,
+            limits,
+            max_batch_size=max_batch_size,
+            autocast_dtype=autocast_dtype,
+            engine=engine,
         )
+        self.agent_factory = agent_factory
+        self.executor = resolve_executor(executor)
 
     def sample(
         self,
@@ -160,8 +195,7 @@ class ExecutionSampler:
         sampling_seed: int | None,
         tasks: Sequence[dict[str, Any]] | None = None,
     ) -> Rollout:
-        if getattr(self.engine, "model", None) is self.model:
-            self.model.eval()  # the trainer leaves it in train mode after an update
+        self.serve()
         limits = self.limits
         executor = AgentExecutionEngine(
             self.agent_factory,
@@ -188,7 +222,7 @@ class ExecutionSampler:
 
     def close(self) -> None:
         self.executor.close()  # Ray workers: their envs, then the workers
-        close_engine(self.engine)
+        super().close()
 
 
 def close_engine(engine: Any) -> None:

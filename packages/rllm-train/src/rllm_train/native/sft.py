@@ -75,9 +75,9 @@ class SFTTrainer(NativeTrainer):
         """The batch's token-mean NLL, micro-batch by micro-batch (gradients accumulated)."""
         total_tokens = float(batch.loss_mask.sum().clamp(min=1))
         parts = []
-        for rows in self._micro_batches(len(batch)):
+        for rows in self.policy_update.micro_batches(len(batch)):
             part = batch.rows(rows)
-            logprobs, _ = self._forward(part)
+            logprobs, _ = self.policy_update.forward(part)
             loss = masked_nll(logprobs, part.loss_mask.to(self.device), total_tokens)
             if train:
                 loss.backward()

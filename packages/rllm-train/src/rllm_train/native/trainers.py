@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from rllm_train.config import TrainConfig
 from rllm_train.native.trainer import NativeTrainer
+from rllm_train.run.algorithm import algorithm
 
 
 def trainer_class(config: TrainConfig) -> type[NativeTrainer]:
-    # Imported here: the fine-tuning trainer subclasses the RL one.
-    from rllm_train.native.sft import SFTTrainer
+    """The RL trainer, or for an algorithm that plays no tasks (SFT) the fine-tuning one."""
+    if algorithm(config.algorithm.name).plays_tasks:
+        return NativeTrainer
+    from rllm_train.native.sft import SFTTrainer  # it subclasses the RL trainer
 
-    special: dict[str, type[NativeTrainer]] = {"sft": SFTTrainer}
-    return special.get(config.algorithm.name, NativeTrainer)
+    return SFTTrainer

@@ -46,13 +46,7 @@ from rllm_envs.core.snapshots import (
 )
 
 from rllm_train.config import ConfigError, TrainConfig
-from rllm_train.native.sampler import (
-    ExecutionSampler,
-    Rollout,
-    RolloutLimits,
-    close_engine,
-    serving_engine,
-)
+from rllm_train.native.sampler import ExecutionSampler, Rollout, RolloutLimits, ServingSampler
 
 PLACE_KEY = "rllm.tree"  # in a task row: the episode's place in the tree (stripped by the env)
 BRANCH_INFO = "rllm.tree_branch"  # in reset's info: the trunk whose branch point this starts at
@@ -243,7 +237,7 @@ def phase_seed(sampling_seed: int | None, phase: int) -> int | None:
     return int(state[0] >> np.uint64(1))
 
 
-class TreeSampler:
+class TreeSampler(ServingSampler):
     """A step's episodes as branch groups (module docstring): the trainer's training sampler
     with ``rollout.tree.enabled``. ``sample`` returns one episode per seed, in order, and the
     group of each in ``Rollout.groups``."""
@@ -266,16 +260,18 @@ class TreeSampler:
             raise ValueError(
                 f"branch turns must lie in 0..{limits.max_turns - 1}, got {list(branch_turns)}"
             )
-        self.model = model
-        self.tokenizer = tokenizer
-        self.env_factory = env_factory
+        super().__init__(
+            model,
+            tokenizer,
+            env_factory,
+            limits,
+            max_batch_size=max_batch_size,
+            autocast_dtype=autocast_dtype,
+            engine=engine,
+        )
         self.agent_factory = agent_factory
-        self.limits = limits
         self.branches = branches
         self.branch_turns = list(branch_turns)
-        self.engine = engine or serving_engine(
-            model, tokenizer, max_batch_size=max_batch_size, autocast_dtype=autocast_dtype
-        )
 
     def sample(
         self,
@@ -367,9 +363,6 @@ class TreeSampler:
         rows = [{**(block.row or {}), PLACE_KEY: place} for block, place in jobs]
         seeds = [block.seed for block, _ in jobs]
         return player.sample(seeds, temperature, sampling_seed, tasks=rows)
-
-    def close(self) -> None:
-        close_engine(self.engine)
 
 
 def _settled(episode: Episode, block: TaskBlock, start: int, trunk: Episode | None) -> Episode:

@@ -27,6 +27,7 @@ AGENT_LOOPS: dict[str, str] = {
     AGENT_LOOP_NAME: AGENT_LOOP_TARGET,
     PROGRAM_LOOP_NAME: PROGRAM_LOOP_TARGET,
 }
+MANAGER_CLASS = "rllm_train.verl.failure_check.RllmAgentLoopManager"
 TRAINER_CONFIG_NAMES: dict[str, str] = {
     "fsdp": "ppo_trainer",
     "fsdp2": "ppo_trainer",
@@ -79,7 +80,7 @@ SETTINGS: dict[str, Callable[[VerlRunSpec, RunFiles], Any]] = {
     "trainer.use_v1": lambda s, f: False,
     "algorithm.adv_estimator": lambda s, f: s.advantage_estimator,
     "algorithm.use_kl_in_reward": lambda s, f: False,
-    "critic.enable": lambda s, f: s.advantage_estimator == "gae",
+    "critic.enable": lambda s, f: s.algorithm_entry.learns_values,
     "data.train_files": lambda s, f: [str(f.train_file)],
     "data.val_files": lambda s, f: [
         str(f.val_file) if s.val_env_kwargs is not None else str(f.train_file)
@@ -92,6 +93,8 @@ SETTINGS: dict[str, Callable[[VerlRunSpec, RunFiles], Any]] = {
     "data.return_raw_chat": lambda s, f: True,
     "data.dataloader_num_workers": lambda s, f: 0,
     "data.seed": lambda s, f: s.seed,
+    # Planned tasks (rllm_train.run.tasks) are written in the order the steps play them.
+    "data.shuffle": lambda s, f: s.train_tasks is None,
     "actor_rollout_ref.model.path": lambda s, f: s.model_path,
     "actor_rollout_ref.model.lora_rank": lambda s, f: s.lora_rank,
     "actor_rollout_ref.model.lora_alpha": lambda s, f: s.lora_alpha,
@@ -124,6 +127,9 @@ SETTINGS: dict[str, Callable[[VerlRunSpec, RunFiles], Any]] = {
     ),
     "actor_rollout_ref.rollout.agent.agent_loop_config_path": lambda s, f: str(f.agent_loop_file),
     "actor_rollout_ref.rollout.agent.num_workers": lambda s, f: s.agent_workers,
+    # Each step's batch is checked against the run's failure rule (verl/failure_check.py).
+    "+actor_rollout_ref.rollout.agent.agent_loop_manager_class": lambda s, f: MANAGER_CLASS,
+    "+rllm.max_failure_rate": lambda s, f: s.max_failure_rate,
     # RllmAgentLoop scores every episode itself (the env's reward), so verl's reward-loop
     # workers stay idle; verl starts 8 by default, each a process that imports verl (seconds
     # of CPU each), so one is kept.
@@ -148,7 +154,7 @@ CRITIC_SETTINGS: dict[str, Callable[[VerlRunSpec, RunFiles], Any]] = {
     "critic.strategy": lambda s, f: s.strategy,
     "critic.model.path": lambda s, f: s.model_path,
     "critic.ppo_micro_batch_size_per_gpu": lambda s, f: s.micro_batch_size_per_gpu,
-    "critic.optim.lr": lambda s, f: s.learning_rate * 10,
+    "critic.optim.lr": lambda s, f: s.learning_rate * s.critic_lr_scale,
 }
 
 
@@ -191,7 +197,7 @@ def verl_overrides(spec: VerlRunSpec, files: RunFiles) -> list[str]:
         settings.update(LOCAL_ROLLOUT_SETTINGS)
     if spec.device == "cpu":
         settings.update(CPU_SETTINGS)
-    if spec.advantage_estimator == "gae":
+    if spec.algorithm_entry.learns_values:
         settings.update(CRITIC_SETTINGS)
         if spec.device == "cpu":
             settings.update(CPU_CRITIC_SETTINGS)

@@ -15,7 +15,9 @@ from rllm_agents.engines.base import RolloutEngine, SamplingParams
 
 
 def sampling_from_verl(params: dict[str, Any], *, default_max_tokens: int) -> SamplingParams:
-    """verl's sampling dict (temperature, top_p, logprobs, max_tokens) as our SamplingParams.
+    """verl's sampling dict (temperature, top_p, logprobs, max_tokens, seed) as our
+    SamplingParams; a request's seed (verl's rollout adds one per request when it asks for
+    deterministic sampling) seeds its draws.
 
     ``top_k`` and ``repetition_penalty`` have no counterpart in our engines; verl sends the
     neutral values (-1 and 1.0) unless configured otherwise, and other values are refused.
@@ -30,7 +32,23 @@ def sampling_from_verl(params: dict[str, Any], *, default_max_tokens: int) -> Sa
         top_p=float(params.get("top_p", 1.0)),
         max_tokens=int(params.get("max_tokens") or default_max_tokens),
         logprobs=bool(params.get("logprobs", True)),
+        seed=int(params["seed"]) if params.get("seed") is not None else None,
     )
+
+
+# Our engines' finish reasons as verl's TokenOutput.stop_reason: a reply cut at max_tokens says
+# "length" (as verl's own partial-rollout client does); one the model ended is "completed".
+STOP_REASONS: dict[str, str] = {
+    "length": "length",
+    "stop": "completed",
+    "tool_calls": "completed",
+    "abort": "aborted",
+    "cancelled": "aborted",
+}
+
+
+def stop_reason(finish_reason: str) -> str:
+    return STOP_REASONS.get(finish_reason, finish_reason)
 
 
 class EngineServerClient:
@@ -50,5 +68,5 @@ class EngineServerClient:
         return TokenOutput(
             token_ids=list(output.completion_ids),
             log_probs=list(output.logprobs) if sampling.logprobs else None,
-            stop_reason="completed",
+            stop_reason=stop_reason(output.finish_reason),
         )

@@ -8,11 +8,8 @@ from rllm_train.verl.data import EpisodeSource
 
 
 def make_env(source: EpisodeSource):
-    """A fresh Gymnasium env for the episode (rllm ids registered first)."""
-    import gymnasium as gym
-    import rllm_envs  # noqa: F401  (registers the rllm/ ids in this worker process)
-
-    return gym.make(source.env_id, **dict(source.env_kwargs))
+    """A fresh env for the episode, as the run's env spec makes it (rllm ids registered first)."""
+    return source.env.make()
 
 
 def load_agent_class(dotted: str) -> type:
@@ -21,9 +18,10 @@ def load_agent_class(dotted: str) -> type:
 
 
 def make_agent(source: EpisodeSource):
-    """The agent named in the row, else the one registered for the env id."""
-    if source.agent:
-        return load_agent_class(source.agent)()
-    from rllm_agents.agents.registry import agent_for_env
+    """The agent the row names, made with its arguments (system prompt included), else the one
+    registered for the env id with the trainer's defaults for it: the agent the native
+    backend makes for the same config (rllm_train.run.specs)."""
+    from rllm_train.run.specs import default_agent_spec
 
-    return agent_for_env(source.env_id)()
+    spec = source.agent if source.agent is not None else default_agent_spec(source.env_id)
+    return spec.build()

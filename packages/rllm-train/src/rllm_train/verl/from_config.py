@@ -11,9 +11,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from rllm_train.config.rollout_correction import RolloutCorrectionConfig
-from rllm_train.datasets import run_data
-from rllm_train.verl.options import VerlOptions
+from rllm_train.config.verl_section import VerlOptions
+from rllm_train.run.refusals import refusals
+from rllm_train.run.setup import RunSetup, setup_run
+from rllm_train.run.specs import check_json_arguments
 from rllm_train.verl.placement import placement
 from rllm_train.verl.program_ref import ProgramRef
 from rllm_train.verl.spec import VerlConfigError, VerlRunSpec
@@ -62,68 +63,44 @@ def _algorithm_overrides(algorithm: Any, trainer: Any) -> list[str]:
     ]
 
 
-def _refuse_native_only(config: Any) -> None:
-    """What the native backend trains and verl's agent loop cannot: one line, with the reason."""
-    from rllm_train.native.multiagent_setup import multiagent_module
-
-    if multiagent_module(config.env.id) is not None:
-        raise VerlConfigError(
-            f"env.id: {config.env.id!r} is a multi-agent env; multi-agent training runs on the "
-            "native backend only (--backend native): verl's agent loop returns one sequence per "
-            "sample, while a game yields one trajectory per seat, each with its own reward and "
-            "role group"
-        )
-    if config.trainer.save_episodes:
-        raise VerlConfigError(
-            "trainer.save_episodes: the native backend writes each step's sampled episodes; "
-            "verl's agent loop keeps its samples inside verl's batches (use --backend native, "
-            "or rllm-eval --output for recorded episodes)"
-        )
-    if config.algorithm.rollout_correction != RolloutCorrectionConfig():
-        raise VerlConfigError(
-            "algorithm.rollout_correction: the native backend's section; the verl backend "
-            "corrects with verl's own settings: verl.rollout_is and verl.rollout_is_threshold"
-        )
-    if config.algorithm.name == "rae":
-        raise VerlConfigError(
-            "algorithm.name: rae keeps per-role running baselines across steps, which verl's "
-            "advantage estimators do not; use it with --backend native, or grpo/rloo on verl"
-        )
+def refuse_what_verl_cannot_run(config: Any) -> None:
+    """The shared refusal rules for verl (rllm_train.run.refusals), all at once, with reasons."""
+    refused = refusals(config, "verl")
+    if refused:
+        raise VerlConfigError("; ".join(refused))
 
 
-def program_ref(config: Any, data: Any) -> ProgramRef | None:
-    """The run's agent program, checked (it loads, and there are task rows to give it)."""
-    from rllm_train.native.program_sampler import check_program_run
-
-    if check_program_run(config, None, data) is None:
+def program_ref(config: Any, program: Any) -> ProgramRef | None:
+    """The run's agent program (loaded and checked by the run's setup) as the rows carry it."""
+    if program is None:
         return None
-    program = config.program
+    section = config.program
     return ProgramRef(
-        function=program.function,
-        command=program.command,
+        function=section.function,
+        command=section.command,
         cwd=os.getcwd(),
-        timeout_s=program.timeout or None,
-        retries=program.retries,
+        timeout_s=section.timeout or None,
+        retries=section.retries,
     )
 
 
-def spec_from_config(config: Any) -> VerlRunSpec:
-    """The :class:`~rllm_train.verl.spec.VerlRunSpec` a ``TrainConfig`` describes."""
-    _refuse_native_only(config)
-    if config.algorithm.sequence_mode != "trajectory":
-        raise VerlConfigError(
-            "algorithm.sequence_mode: verl's agent loop trains one sequence per episode; "
-            f"{config.algorithm.sequence_mode!r} is native-backend only (set it to 'trajectory')"
-        )
+def spec_from_config(config: Any, setup: RunSetup | None = None) -> VerlRunSpec:
+    """The :class:`~rllm_train.verl.spec.VerlRunSpec` a ``TrainConfig`` describes, from its
+    :class:`~rllm_train.run.setup.RunSetup` (made here unless given): the same agent, env and
+    task plan the native backend would play."""
+    refuse_what_verl_cannot_run(config)
+    if setup is None:
+        setup = setup_run(config, backend="verl")
+    check_json_arguments(setup.agent)
     options = getattr(config, "verl", None) or VerlOptions()
     rollout, trainer, algorithm = config.rollout, config.trainer, config.algorithm
     overrides = _algorithm_overrides(algorithm, trainer)
     overrides.append(f"actor_rollout_ref.rollout.val_kwargs.temperature={rollout.val_temperature}")
-    if algorithm.name == "ppo":
+    if setup.algorithm.learns_values:
         overrides.append(f"critic.cliprange_value={algorithm.cliprange_value}")
     loggers = ("console", "tensorboard") if trainer.tensorboard else ("console",)
-    data = run_data(config)
-    program = program_ref(config, data)
+    data = setup.data
+    program = program_ref(config, setup.program)
     # Validation: every val_every steps, or (held-out rows at hand) before and after training.
     validates = bool(trainer.val_every) or (
         data.val is not None and getattr(trainer, "validate_held_out", False)
@@ -139,7 +116,8 @@ def spec_from_config(config: Any) -> VerlRunSpec:
     return VerlRunSpec(
         env_id=config.env.id,
         env_kwargs=dict(config.env.kwargs),
-        agent=config.env.agent or None,
+        env_entry_point=setup.env.entry_point,
+        agent=setup.agent,
         program=program,
         model_path=model_path(config.model.name),
         algorithm=algorithm.name,
@@ -148,6 +126,8 @@ def spec_from_config(config: Any) -> VerlRunSpec:
         mini_batch_size=options.mini_batch_size or None,
         micro_batch_size_per_gpu=trainer.micro_batch_size,
         learning_rate=trainer.lr,
+        critic_lr_scale=algorithm.critic_lr_scale,
+        max_failure_rate=trainer.max_failure_rate,
         kl_coef=algorithm.kl_coef,
         clip_ratio=algorithm.clip_ratio,
         max_prompt_tokens=rollout.max_prompt_tokens,
@@ -181,9 +161,8 @@ def spec_from_config(config: Any) -> VerlRunSpec:
         resume=trainer.resume,
         test_freq=trainer.val_every or (trainer.steps if validates else -1),
         val_env_kwargs=dict(config.env.kwargs) if validates else None,
-        train_rows=tuple(dict(row) for row in data.train) if data.train is not None else None,
-        val_rows=tuple(dict(row) for row in data.val) if data.val is not None else None,
-        max_val_tasks=trainer.val_tasks,
+        train_tasks=tuple(setup.training_draws()),
+        val_tasks=tuple(setup.validation_draws()) if validates else None,
         loggers=loggers,
         seed=trainer.seed,
         overrides=tuple(overrides) + tuple(options.overrides),

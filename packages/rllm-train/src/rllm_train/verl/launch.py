@@ -9,18 +9,27 @@ task loading.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rllm_train.config import ConfigError
+from rllm_train.run.failures import TooManyFailedEpisodes
+from rllm_train.run.tasks import TaskDraw
 from rllm_train.verl.compose import (
     AGENT_LOOPS,
     RunFiles,
     compose_verl_config,
     validate_verl_config,
 )
-from rllm_train.verl.data import EpisodeSource, episode_sources, to_verl_row, write_verl_data
-from rllm_train.verl.episode_parts import load_agent_class
+from rllm_train.verl.data import (
+    EpisodeSource,
+    draw_sources,
+    episode_sources,
+    to_verl_row,
+    write_verl_data,
+)
 from rllm_train.verl.spec import VerlConfigError, VerlRunSpec, validate_spec
 from rllm_train.verl.versions import require_verl
 
@@ -34,25 +43,22 @@ class PreparedRun:
     val_sources: tuple[EpisodeSource, ...]
 
 
-def _given_sources(
-    spec: VerlRunSpec, rows: tuple[dict[str, Any], ...], env_kwargs: dict[str, Any], cap
+def _drawn_sources(
+    spec: VerlRunSpec, draws: Sequence[TaskDraw], env_kwargs: dict[str, Any]
 ) -> tuple[EpisodeSource, ...]:
-    """One episode source per given task row (each handed to reset as options["task"])."""
-    count = len(rows) if cap is None else min(cap, len(rows))
-    return tuple(
-        EpisodeSource(
-            env_id=spec.env_id,
-            env_kwargs=dict(env_kwargs),
-            task=dict(row),
-            seed=spec.seed + index,
-            agent=spec.agent,
-            max_turns=spec.max_turns,
-            max_tokens_per_turn=spec.max_tokens_per_turn,
-            timeout_s=spec.episode_timeout_s,
-            program=spec.program,
-        )
-        for index, row in enumerate(rows[:count])
-    )
+    return tuple(draw_sources(draws, env_id=spec.env_id, env_kwargs=env_kwargs, **_episode(spec)))
+
+
+def _episode(spec: VerlRunSpec) -> dict[str, Any]:
+    """How each of the run's episodes is played (the fields every source shares)."""
+    return {
+        "agent": spec.agent,
+        "max_turns": spec.max_turns,
+        "max_tokens_per_turn": spec.max_tokens_per_turn,
+        "timeout_s": spec.episode_timeout_s,
+        "program": spec.program,
+        "env_entry_point": spec.env_entry_point,
+    }
 
 
 def _sources(
@@ -60,23 +66,34 @@ def _sources(
     env_kwargs: dict[str, Any],
     max_tasks: int | None,
     rows: tuple[dict[str, Any], ...] | None = None,
+    draws: tuple[TaskDraw, ...] | None = None,
 ) -> tuple[EpisodeSource, ...]:
+    if draws is not None:  # the shared plan, as it is
+        if not draws:
+            raise VerlConfigError(f"no tasks planned for {spec.env_id!r}")
+        return _drawn_sources(spec, draws, env_kwargs)
     if rows is not None:
         if not rows:
             raise VerlConfigError(f"no task rows given for {spec.env_id!r}")
-        return _given_sources(spec, rows, env_kwargs, max_tasks)
+        given = rows if max_tasks is None else rows[:max_tasks]
+        return _drawn_sources(
+            spec,
+            tuple(TaskDraw(spec.seed + index, dict(row)) for index, row in enumerate(given)),
+            env_kwargs,
+        )
+    if spec.env_entry_point:
+        raise VerlConfigError(
+            "env.entry_point: an env made from its class has no registered id to read its "
+            "tasks from; give the run task rows (data.train)"
+        )
     try:
         sources = episode_sources(
             spec.env_id,
             env_kwargs,
-            agent=spec.agent,
-            max_turns=spec.max_turns,
-            max_tokens_per_turn=spec.max_tokens_per_turn,
-            timeout_s=spec.episode_timeout_s,
-            program=spec.program,
             max_tasks=max_tasks,
             seed_tasks=spec.seed_tasks,
             seed=spec.seed,
+            **_episode(spec),
         )
     except Exception as error:  # noqa: BLE001 - any env construction error is a config error here
         raise VerlConfigError(f"cannot build {spec.env_id!r} to read its tasks: {error}") from error
@@ -92,16 +109,16 @@ def prepare_run(spec: VerlRunSpec) -> PreparedRun:
     files = RunFiles(Path(spec.output_dir).expanduser().resolve())
     config = compose_verl_config(spec, files)
     validate_verl_config(config)
-    if spec.agent:  # a typo here would otherwise fail every episode on the workers
+    if spec.agent is not None:  # a typo here would otherwise fail every episode on the workers
         try:
-            load_agent_class(spec.agent)
-        except ValueError as error:
-            raise VerlConfigError(f"env.agent: {error}") from error
+            spec.agent.agent_class()
+        except ConfigError as error:
+            raise VerlConfigError(str(error)) from error
     if spec.program is not None:  # likewise for a program's module, file or executable
         _check_program(spec.program)
-    train = _sources(spec, spec.env_kwargs, spec.max_tasks, spec.train_rows)
+    train = _sources(spec, spec.env_kwargs, spec.max_tasks, spec.train_rows, spec.train_tasks)
     val = (
-        _sources(spec, spec.val_env_kwargs, spec.max_val_tasks, spec.val_rows)
+        _sources(spec, spec.val_env_kwargs, spec.max_val_tasks, spec.val_rows, spec.val_tasks)
         if spec.val_env_kwargs is not None
         else ()
     )
@@ -191,7 +208,7 @@ def require_gpus(spec: VerlRunSpec) -> None:
     )
 
 
-def run(spec: VerlRunSpec) -> None:
+def run(spec: VerlRunSpec) -> list[dict[str, Any]]:
     """Train with verl's own trainer on Ray: on GPUs, or in rllm's CPU mode."""
     import sys
 
@@ -213,9 +230,14 @@ def run(spec: VerlRunSpec) -> None:
         auto_set_device(prepared.config)
     try:
         run_verl(prepared.config, ray_cluster(spec, prepared.files.root), spec.mode)
+    except TooManyFailedEpisodes as error:
+        # Raised in verl's trainer (verl/failure_check.py), it reaches here wrapped by Ray
+        # with the remote traceback: the run stops with the rule's own one line.
+        raise TooManyFailedEpisodes(str(getattr(error, "cause", None) or error)) from None
     finally:
         # Whatever verl logged, also from a run that failed or was interrupted.
-        publish(prepared.files.root, title=run_title(spec))
+        rows = publish(prepared.files.root, title=run_title(spec))
+    return rows
 
 
 def run_title(spec: VerlRunSpec) -> str:

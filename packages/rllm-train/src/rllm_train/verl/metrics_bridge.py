@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from rllm_train.native import reporting
+from rllm_train.run import reporting
 
 ATTEMPTS_FOLDER = "verl_metrics"
 # native name -> verl's name(s) for the same figure (the first one present is taken).
@@ -121,12 +121,5 @@ def publish(run_root: Path, title: str, config: Mapping[str, Any] | None = None)
     write_rows(rows, metrics_path)
     if rows:
         reporting.plot_reward_curve(metrics_path, run_root / reporting.CURVE_FILE, title=title)
-    trained = reporting.step_rows(rows)
-    summary = {
-        "backend": "verl",
-        "steps": trained[-1]["step"] if trained else 0,
-        **reporting.run_summary(rows),
-        **({"config": dict(config)} if config is not None else {}),
-    }
-    (run_root / "summary.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
+    reporting.write_summary(run_root, rows, "verl", dict(config) if config is not None else None)
     return rows

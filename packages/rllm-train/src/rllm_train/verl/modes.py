@@ -60,9 +60,9 @@ def task_runner_class(mode: str):
     return load_attr(MODE_ENTRIES[mode].task_runner, what="verl task runner")
 
 
-def mode_problems(spec: Any, estimator: str | None) -> list[str]:
-    """What `spec`'s mode cannot run with verl's advantage `estimator` (None: unknown), each
-    with the reason (verl file:line where the limit is verl's)."""
+def mode_problems(spec: Any, algorithm: Any) -> list[str]:
+    """What `spec`'s mode cannot run with `algorithm` (its rllm_train.run.algorithm entry;
+    None: unknown), each with the reason (verl file:line where the limit is verl's)."""
     if spec.mode not in MODES:
         return [f"verl.mode {spec.mode!r} is not one of {list(MODES)}"]
     if spec.mode == SYNC:
@@ -85,16 +85,16 @@ def mode_problems(spec: Any, estimator: str | None) -> list[str]:
             f"agent programs train under verl.mode=sync only; verl.mode {spec.mode} has not "
             "been run with the program loop"
         )
-    if estimator == "remax":
+    if algorithm is not None and algorithm.greedy_baseline:
         problems.append(
-            f"remax needs a greedy baseline rollout per task, which verl's {spec.mode} trainer "
+            f"{algorithm.name} needs a greedy baseline rollout per task, which verl's {spec.mode} trainer "
             "does not generate (it replaces the synchronous trainer's generation step: "
             "one_step_off_policy/ray_trainer.py:206-257, fully_async_trainer.py:642-652); "
             "use grpo or rloo, or verl.mode=sync"
         )
-    if estimator == "gae" and spec.strategy != "fsdp":
+    if algorithm is not None and algorithm.learns_values and spec.strategy != "fsdp":
         problems.append(
-            f"ppo's critic under verl.mode {spec.mode} is built for the fsdp strategy only "
+            f"{algorithm.name}'s critic under verl.mode {spec.mode} is built for the fsdp strategy only "
             f"(experimental/separation/ray_trainer.py:156-161), not {spec.strategy}"
         )
     if spec.mode == FULLY_ASYNC:

@@ -9,23 +9,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from rllm_train.algorithms import ADVANTAGE_ESTIMATORS as SHARED_ESTIMATORS
 from rllm_train.config import ConfigError
+from rllm_train.run.algorithm import Algorithm, algorithm, names_where
+from rllm_train.run.specs import AgentSpec
+from rllm_train.run.tasks import TaskDraw
 from rllm_train.verl.modes import SYNC, mode_problems
 from rllm_train.verl.program_ref import ProgramRef
 
-# The algorithms both backends share (same names, same verl estimators), plus estimators only
-# verl's trainer runs (it supplies their extra inputs, e.g. ReMax's greedy baseline).
-VERL_ONLY_ESTIMATORS: dict[str, str] = {
-    "gae": "gae",
-    "reinforce_plus_plus_baseline": "reinforce_plus_plus_baseline",
-    "remax": "remax",
-    "opo": "opo",
-    "gpg": "gpg",
-}
-ADVANTAGE_ESTIMATORS: dict[str, str] = {**SHARED_ESTIMATORS, **VERL_ONLY_ESTIMATORS}
-# Estimators whose baseline is the other samples of the same task: one sample has no baseline.
-GROUP_ESTIMATORS: frozenset[str] = frozenset({"grpo", "rloo", "opo", "gpg"})
+# The algorithms verl's trainer runs (rllm_train.run.algorithm): the shared ones, plus those
+# whose extra inputs only verl's trainer supplies (e.g. ReMax's greedy baseline).
+VERL_ALGORITHMS: tuple[str, ...] = names_where(lambda entry: entry.runs_on("verl"))
 # vLLM and SGLang are verl's own servers; rllm_local is rllm's LocalEngine as verl's rollout
 # (rllm_train.verl.cpu.rollout): the CPU mode's, and the GPU fallback without vLLM/SGLang.
 ROLLOUT_ENGINES: frozenset[str] = frozenset({"vllm", "sglang", "rllm_local"})
@@ -53,9 +46,12 @@ class VerlRunSpec:
 
     env_id: str
     model_path: str
-    agent: str | None = None  # agent class ("module:Class") or None for the env's registered agent
+    # The agent (class and arguments; a bare "module:Class" is that class with no arguments),
+    # or None for the env's registered agent with the trainer's defaults for the env.
+    agent: AgentSpec | str | None = None
     program: ProgramRef | None = None  # an agent program plays the env instead of an agent
     env_kwargs: dict[str, Any] = field(default_factory=dict)
+    env_entry_point: str = ""  # "module:Class" of the env, made instead of gym.make(env_id)
     val_env_kwargs: dict[str, Any] | None = (
         None  # env kwargs selecting validation tasks (None: no validation)
     )
@@ -63,6 +59,11 @@ class VerlRunSpec:
     # the env's own task set (or seeds). Validation runs on val_rows when given.
     train_rows: tuple[dict[str, Any], ...] | None = None
     val_rows: tuple[dict[str, Any], ...] | None = None
+    # Every training step's tasks in the order they are played (the shared plan,
+    # rllm_train.run.tasks), and the validation tasks: written as they are, unshuffled. None:
+    # one row per task (train_rows or the env's own), shuffled by verl's data loader.
+    train_tasks: tuple[TaskDraw, ...] | None = None
+    val_tasks: tuple[TaskDraw, ...] | None = None
     max_tasks: int | None = None  # cap on training rows (None: every task)
     max_val_tasks: int | None = None  # cap on validation rows (None: every task)
     seed_tasks: int = 64  # rows made of seeds for envs without a task set
@@ -72,6 +73,8 @@ class VerlRunSpec:
     mini_batch_size: int | None = None  # tasks per optimizer step (None: train_batch_size)
     micro_batch_size_per_gpu: int = 2
     learning_rate: float = 1e-6
+    critic_lr_scale: float = 10.0  # PPO's critic learns at learning_rate times this
+    max_failure_rate: float = 0.5  # a step with a larger share of failed episodes stops the run
     kl_coef: float = 0.0  # KL loss against the reference policy (0: no reference model)
     entropy_coef: float = 0.0
     clip_ratio: float = 0.2
@@ -112,9 +115,17 @@ class VerlRunSpec:
     staleness: float = 0.1  # fully_async: extra batches the rollout may run ahead
     sync_every: int = 1  # fully_async: trainer steps per weight sync
 
+    def __post_init__(self) -> None:
+        if isinstance(self.agent, str):  # the class path alone, as earlier versions took it
+            object.__setattr__(self, "agent", AgentSpec.from_json(self.agent))
+
+    @property
+    def algorithm_entry(self) -> Algorithm:
+        return algorithm(self.algorithm)
+
     @property
     def advantage_estimator(self) -> str:
-        return ADVANTAGE_ESTIMATORS[self.algorithm]
+        return str(self.algorithm_entry.estimator)
 
     @property
     def n_gpus(self) -> int:
@@ -163,11 +174,10 @@ def validate_spec(spec: VerlRunSpec) -> None:
         "agent_workers",
         "total_epochs",
     )
-    if spec.algorithm not in ADVANTAGE_ESTIMATORS:
-        problems.append(
-            f"algorithm {spec.algorithm!r} is not one of {sorted(ADVANTAGE_ESTIMATORS)}"
-        )
-    elif spec.advantage_estimator in GROUP_ESTIMATORS and spec.n_samples < 2:
+    entry = spec.algorithm_entry if spec.algorithm in VERL_ALGORITHMS else None
+    if entry is None:
+        problems.append(f"algorithm {spec.algorithm!r} is not one of {list(VERL_ALGORITHMS)}")
+    elif entry.compares_group and spec.n_samples < 2:
         problems.append(
             f"{spec.algorithm} compares the samples of a task with each other: set n_samples >= 2"
         )
@@ -180,7 +190,7 @@ def validate_spec(spec: VerlRunSpec) -> None:
         problems.append(f"device {spec.device!r} is not one of {sorted(DEVICES)}")
     if spec.device == "cpu":
         problems.extend(_cpu_problems(spec))
-    problems.extend(mode_problems(spec, ADVANTAGE_ESTIMATORS.get(spec.algorithm)))
+    problems.extend(mode_problems(spec, entry))
     if spec.rollout_is is not None and spec.rollout_is not in ROLLOUT_IS_LEVELS:
         problems.append(
             f"rollout_is {spec.rollout_is!r} is not one of {sorted(ROLLOUT_IS_LEVELS)} (or off)"

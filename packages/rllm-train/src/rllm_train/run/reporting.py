@@ -1,4 +1,8 @@
-"""Where training metrics go: ``metrics.jsonl``, TensorBoard and a reward-curve PNG."""
+"""What a run writes, on either backend: ``config.yaml``, ``metrics.jsonl`` (one row per step,
+the shared metrics under the same names), TensorBoard, ``reward_curve.png`` and
+``summary.json``. The native trainer writes them as it goes; the verl backend rebuilds the
+metrics from verl's own logs (:mod:`rllm_train.verl.metrics_bridge`) and writes the rest here.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,10 @@ from rllm_agents.run_folder import append_durable, write_atomic
 
 METRICS_FILE = "metrics.jsonl"
 CURVE_FILE = "reward_curve.png"
+SUMMARY_FILE = "summary.json"
+CONFIG_FILE = "config.yaml"
+# What a run leaves in its folder: any of them means the folder holds a run (--resume).
+RUN_MARKERS = ("checkpoints/latest", METRICS_FILE, CONFIG_FILE)
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
@@ -113,6 +121,43 @@ def run_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         summary["val_reward_first"] = validated[0]["val/reward_mean"]
         summary["val_reward_last"] = validated[-1]["val/reward_mean"]
     return summary
+
+
+def write_summary(
+    output: Path, rows: list[dict[str, Any]], backend: str, config: dict[str, Any] | None
+) -> dict[str, Any]:
+    """``summary.json``: the backend, the steps trained, the reward over them, the config."""
+    trained = step_rows(rows)
+    summary = {
+        "backend": backend,
+        "steps": trained[-1]["step"] if trained else 0,
+        **run_summary(rows),
+        **({"config": config} if config is not None else {}),
+    }
+    write_atomic(output / SUMMARY_FILE, json.dumps(summary, indent=1))
+    return summary
+
+
+def write_step_episodes(
+    output: Path, step: int, episodes: list, model_name: str, version: int
+) -> Path:
+    """``episodes/step_NNNN.jsonl``: a step's sampled episodes (``trainer.save_episodes``),
+    stamped with the weights that played them (the model after `version` updates). Atomic, so
+    a step replayed after a resume replaces its file instead of adding to it."""
+    from rllm_agents.episodes.records import TRAIN_EPISODES_FOLDER, episodes_text
+
+    for episode in episodes:
+        episode.policy.update(name=model_name, version=f"step-{version}")
+    folder = output / TRAIN_EPISODES_FOLDER
+    folder.mkdir(exist_ok=True)
+    path = folder / f"step_{step + 1:04d}.jsonl"
+    write_atomic(path, episodes_text(episodes))
+    return path
+
+
+def run_title(model: str, env_id: str, algorithm: str, where: str = "") -> str:
+    """The reward curve's title: what trained on what, how."""
+    return f"{model} on {env_id} ({algorithm}{', ' + where if where else ''})"
 
 
 def plot_reward_curve(

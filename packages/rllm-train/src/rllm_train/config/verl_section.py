@@ -1,7 +1,7 @@
 """`VerlOptions`: the ``verl`` section of an ``rllm-train`` config.
 
-Only the verl backend reads it (the native backend ignores it). It imports nothing from
-``rllm_train`` so the config module can embed it without an import cycle.
+Only the verl backend reads it (the native backend ignores it). It is a config section like the
+others, so it lives with them: the config imports no backend.
 """
 
 from __future__ import annotations
