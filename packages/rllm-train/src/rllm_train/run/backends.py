@@ -14,8 +14,9 @@ and adding one is adding a row. The modules are imported on use: the verl backen
 
 from __future__ import annotations
 
-from importlib import import_module
 from types import ModuleType
+
+from rllm_envs.core.loading import LoadError, load_module
 
 from rllm_train.config import ConfigError
 
@@ -28,12 +29,12 @@ BACKEND_MODULES: dict[str, str] = {
 def backend_module(name: str) -> ModuleType:
     """The module of backend `name` (a ConfigError saying what to install if it cannot load)."""
     try:
-        return import_module(BACKEND_MODULES[name])
+        return load_module(BACKEND_MODULES[name], f"the {name} backend")
     except KeyError:
         raise ConfigError(
             f"trainer.backend: {name!r} is not one of {', '.join(BACKEND_MODULES)}"
         ) from None
-    except ImportError as error:
+    except LoadError as error:
         raise ConfigError(
             f"trainer.backend: {name} needs the {name} backend: pip install 'rllm-train[{name}]' "
             f"({error})"
