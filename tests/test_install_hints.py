@@ -74,7 +74,7 @@ def test_the_packages_have_the_extras_the_hints_rely_on():
 
 def test_a_hint_naming_a_missing_extra_is_caught():
     extras = package_extras()
-    text = "raise ConfigError(\"llama-cpp-python comes with rllm-agents[llamacpp]\")"
+    text = 'raise ConfigError("llama-cpp-python comes with rllm-agents[llamacpp]")'
     assert unknown_hints(text, extras) == ["rllm-agents[llamacpp]"]
     assert unknown_hints("pip install 'rllm-envs[math, nope]'", extras) == ["rllm-envs[nope]"]
     assert unknown_hints('require_extra("webby", "playwright")', extras) == ["rllm-envs[webby]"]

@@ -22,8 +22,9 @@ import pytest
 from rllm_envs.core.async_env import areset, astep, async_path
 
 from tests.envs.conformance import ALL_IDS, make_env
+from tests.envs.web_support import require_web
 from tests.mcp.helpers import wait_until
-from tests.parts import require_module, require_part
+from tests.parts import require_module
 
 
 def tool_call(name: str, **arguments: Any) -> str:
@@ -281,16 +282,9 @@ def env_call_threads() -> set[str]:
     return {t.name for t in threading.enumerate() if "process_request" not in t.name}
 
 
-def _web_ready() -> None:
-    require_module("playwright", "rllm/Web-v0 needs the web extra")
-    from rllm_envs.web.browser import find_browser
-
-    require_part(find_browser() is not None, "no Chromium found (apt-get install chromium)")
-
-
 @pytest.fixture(scope="module")
 def web_envs():
-    _web_ready()
+    require_web()
     envs = [make_env("rllm/Web-v0") for _ in range(2)]
     for env in envs:
         env.unwrapped._acquire()  # the browser host they share (it starts the browser lazily)

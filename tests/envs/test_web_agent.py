@@ -10,7 +10,7 @@ from rllm_agents.types import TerminationReason
 from rllm_envs.web.actions import VERBS
 
 from tests.agents.conftest import tiny_engine  # noqa: F401 - the shared real-model fixture
-from tests.envs.test_web import _web_ready
+from tests.envs.web_support import require_web
 
 
 def test_web_agent_is_registered_and_teaches_every_verb():
@@ -23,7 +23,7 @@ def test_web_agent_is_registered_and_teaches_every_verb():
 
 
 def test_web_agent_replies_with_prose_drive_the_env_to_a_win():
-    _web_ready()
+    require_web()
     from rllm_envs.web.solver import find_ref
 
     env = gym.make("rllm/Web-v0")
@@ -50,7 +50,7 @@ def test_web_agent_replies_with_prose_drive_the_env_to_a_win():
 
 @pytest.mark.slow
 def test_execution_engine_runs_web_agent_with_the_local_engine(tiny_engine):  # noqa: F811
-    _web_ready()
+    require_web()
     from rllm_agents.engines.base import SamplingParams
     from rllm_agents.execution import AgentExecutionEngine
 
