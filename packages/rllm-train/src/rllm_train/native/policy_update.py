@@ -342,7 +342,9 @@ class PolicyUpdate:
         # Metrics stay on the device until the update is done: reading one back per
         # micro-batch (.item()) would make a GPU drain its queue before every next forward.
         sums = _MetricSums()
-        scored = torch.zeros(batch.input_ids.shape) if plan.in_pass_temperature else None
+        scored = (
+            torch.zeros(batch.input_ids.shape) if plan.in_pass_temperature is not None else None
+        )
         forward_backward = optimizer_seconds = 0.0
         for _epoch in range(epochs):
             self.optimizer.zero_grad(set_to_none=True)

@@ -7,6 +7,7 @@ each seat's, role's and policy's figures beside it (:func:`seat_metrics`).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -98,8 +99,6 @@ def step_row(
     extra: dict[str, Any],
 ) -> dict[str, Any]:
     """The row a training step writes to ``metrics.jsonl`` (`step` 0-based)."""
-    import time
-
     episodes = rollout.episodes
     return {
         "step": step + 1,
