@@ -78,8 +78,9 @@ class ProgramConfig:
     # talks to the model over the OpenAI API through a gateway recording every token. At most
     # one of: function ("module:function" or "path/to/file.py:function", an async
     # run(task, base_url, api_key) -> reward | dict) and command ("python my_agent.py": the task
-    # as JSON on stdin, its result as the last line of stdout). It plays task rows (data.train,
-    # or the env's shipped train split); an answer it returns is graded by the env.
+    # as JSON on stdin; its last stdout line is its answer, or a JSON object with a reward). It
+    # plays task rows (data.train, or the env's shipped train split); an answer it returns is
+    # graded by the env.
     function: str = ""
     command: str = ""
     timeout: float = 600.0  # seconds one run may take (killed after); 0 = no limit
