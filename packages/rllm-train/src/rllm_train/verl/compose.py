@@ -185,6 +185,11 @@ CPU_VLLM_SETTINGS: dict[str, Callable[[VerlRunSpec, RunFiles], Any]] = {
     "actor_rollout_ref.rollout.free_cache_engine": lambda s, f: False,
     "actor_rollout_ref.rollout.enforce_eager": lambda s, f: True,
     "actor_rollout_ref.rollout.dtype": lambda s, f: "float32",
+    # LoRA adapters as adapters fail the first sync into vLLM 0.30 for a model with tied
+    # embeddings ("'lm_head.weight' was skipped because it is tied to
+    # 'model.embed_tokens.base_layer.weight'", vllm/model_executor/models/utils.py:466), and
+    # verl's trainer then hangs: merged into the weights, they take the path that works.
+    **LOCAL_ROLLOUT_SETTINGS,
 }
 CPU_CRITIC_SETTINGS: dict[str, Callable[[VerlRunSpec, RunFiles], Any]] = {
     "critic.model.use_remove_padding": lambda s, f: False,
