@@ -88,8 +88,9 @@ def vllm_run(tmp_path_factory, verl_ray_head):
     require_vllm()
     model = vllm_servable_tiny(tmp_path_factory.mktemp("model"))
     output = tmp_path_factory.mktemp("vllm")
+    # vLLM's three processes each import vLLM before the first sync: a longer start-up.
     done = rllm_train(output, "--model", model, "--steps", "2", "verl.rollout_engine=vllm",
-                      ray_address=verl_ray_head.address())  # fmt: skip
+                      ray_address=verl_ray_head.address(), timeout=900)  # fmt: skip
     return output, done
 
 
