@@ -26,6 +26,7 @@ from rllm_train.verl.launch import prepare_run
 from rllm_train.verl.spec import VLLM_CPU_HEAD_SIZES, VerlConfigError, VerlRunSpec
 
 from tests.parts import require_part
+from tests.train.test_verl_async import spec_for
 from tests.train.test_verl_training import rllm_train, trained_rows
 
 # vLLM computes in float32 here, as the trainer does: their per-token probabilities of the same
@@ -132,19 +133,7 @@ def test_the_head_sizes_refused_up_front_are_vllms():
 
 
 def cpu_vllm_spec(tmp_path, **changes) -> VerlRunSpec:
-    settings = {
-        "env_id": "rllm/FrozenLake-v0",
-        "model_path": str(tmp_path / "model"),
-        "output_dir": str(tmp_path / "run"),
-        "device": "cpu",
-        "strategy": "fsdp2",
-        "rollout_engine": "vllm",
-        "n_gpus_per_node": 1,
-        "train_batch_size": 2,
-        "n_samples": 2,
-        **changes,
-    }
-    return VerlRunSpec(**settings)
+    return spec_for(tmp_path, **{"rollout_engine": "vllm", **changes})
 
 
 def test_a_cpu_run_turns_off_what_vllms_cpu_build_refuses(tmp_path):
