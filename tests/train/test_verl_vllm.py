@@ -102,7 +102,7 @@ def vllm_run(tmp_path_factory, verl_ray_head):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(RUN_TIMEOUT_S + 300)  # the run is this test's setup
+@pytest.mark.timeout(RUN_TIMEOUT_S + 300)  # the run is the setup of whichever test comes first
 def test_verl_trains_two_grpo_steps_with_its_vllm_rollout(vllm_run):
     output, done = vllm_run
     assert f"({VLLM_ACTOR} pid=" in done.stderr  # verl's own vLLM server served the rollouts
@@ -119,6 +119,7 @@ def test_verl_trains_two_grpo_steps_with_its_vllm_rollout(vllm_run):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(RUN_TIMEOUT_S + 300)
 def test_no_process_of_the_run_outlives_it(vllm_run):
     """Ray ends a job's actors once its driver has gone, and the vLLM processes go with verl's
     server actor; that takes a moment after the command returns, so give it a bounded wait."""
