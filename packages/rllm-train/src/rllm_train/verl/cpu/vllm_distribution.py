@@ -13,8 +13,8 @@ between verl and it; none needs a change to verl:
   ``vllm/platforms/__init__.py:18-35``), so anything that asks the version also learns the
   build is the CPU one.
 * **The device.** vLLM picks its CPU platform without probing for accelerators when
-  ``VLLM_TARGET_DEVICE=cpu`` (``vllm/platforms/__init__.py:238-245``): :data:`RAY_ENV` puts it in
-  every process of the run, with the KV-cache size.
+  ``VLLM_TARGET_DEVICE=cpu`` (``vllm/platforms/__init__.py:238-245``): :func:`ray_env` puts it in
+  every process of the run, with the KV-cache size (1 GiB unless ``VLLM_CPU_KVCACHE_SPACE`` says).
 * **Sleep mode.** verl turns vLLM's sleep mode on by default (it frees GPU memory between
   rollout and training); the CPU build refuses it ("Sleep mode is not supported on current
   platform"). The run's composed config turns it off (``CPU_VLLM_SETTINGS`` in
@@ -23,6 +23,7 @@ between verl and it; none needs a change to verl:
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from importlib import metadata
@@ -33,15 +34,18 @@ VLLM_DISTRIBUTION = "vllm"
 VLLM_CPU_DISTRIBUTION = "vllm-cpu"
 # vLLM's own reading of the CPU build's version (vllm/platforms/__init__.py:26-28).
 CPU_BUILD_SUFFIX = "+cpu"
-# GiB of KV cache per engine. vLLM's CPU default is 4 GiB; a rollout of short episodes needs
-# far less, and the memory is the trainer's too.
+# GiB of KV cache per engine, unless the user set VLLM_CPU_KVCACHE_SPACE. vLLM's CPU default is
+# 4 GiB; a rollout of short episodes needs far less, and the memory is the trainer's too.
 KV_CACHE_GIB = 1
+KV_CACHE_VARIABLE = "VLLM_CPU_KVCACHE_SPACE"
 
-# What every process of a CPU-mode run with verl's vLLM rollout needs (the Ray job's env).
-RAY_ENV: dict[str, str] = {
-    "VLLM_TARGET_DEVICE": "cpu",
-    "VLLM_CPU_KVCACHE_SPACE": str(KV_CACHE_GIB),
-}
+
+def ray_env() -> dict[str, str]:
+    """What every process of a CPU-mode run with verl's vLLM rollout needs (the Ray job's env)."""
+    return {
+        "VLLM_TARGET_DEVICE": "cpu",
+        KV_CACHE_VARIABLE: os.environ.get(KV_CACHE_VARIABLE) or str(KV_CACHE_GIB),
+    }
 
 
 class _VllmCpuVersionDistribution(metadata.Distribution):
@@ -105,7 +109,7 @@ def alias_cpu_distribution() -> bool:
 
 
 __all__ = [
-    "RAY_ENV",
     "VllmCpuDistributionFinder",
     "alias_cpu_distribution",
+    "ray_env",
 ]
