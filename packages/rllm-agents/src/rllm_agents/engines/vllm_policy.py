@@ -96,7 +96,8 @@ class PolicyState:
                     await self._engine.reset_prefix_cache()
                 finally:
                     await self._engine.resume_generation()
-                self.current = Policy(version=version)
+                self.current = Policy(version=version)  # full weights: no adapter on top
+            await self._remove_unused_adapters()
             finished = time.perf_counter()
         worker = results[0] if results else {}
         return {
@@ -108,21 +109,17 @@ class PolicyState:
         }
 
     def _write(self, state_dict: Mapping[str, Any]) -> Any:
-        """`state_dict` (HF names; rotary buffers vLLM computes itself left out) in the shared
-        weights file, in the dtype the engine computes in."""
+        """`state_dict` in the shared weights file, in the dtype the engine computes in."""
         from rllm_agents.engines.packed_weights import WeightsFile
 
-        weights = {
-            name: tensor.detach()
-            for name, tensor in state_dict.items()
-            if not name.endswith("rotary_emb.inv_freq")
-        }
+        weights = weights_to_send(state_dict)
         dtype = self._engine_dtype()
-        if self._weights_file is None or not self._weights_file.fits(weights):
+        if self._weights_file is not None and self._weights_file.fits(weights):
+            self._weights_file.write(weights)
+        else:
             if self._weights_file is not None:
                 self._weights_file.close()
             self._weights_file = WeightsFile(weights, dtype)
-        self._weights_file.write(weights)
         return self._weights_file
 
     def _engine_dtype(self) -> Any:
@@ -155,6 +152,16 @@ class PolicyState:
         if self._weights_file is not None:
             self._weights_file.close()
             self._weights_file = None
+
+
+def weights_to_send(state_dict: Mapping[str, Any]) -> dict[str, Any]:
+    """The tensors of a trainer's HF state dict that vLLM loads: detached, with the rotary
+    buffers vLLM computes itself left out."""
+    return {
+        name: tensor.detach()
+        for name, tensor in state_dict.items()
+        if not name.endswith("rotary_emb.inv_freq")
+    }
 
 
 def _lora_id(version: int) -> int:
