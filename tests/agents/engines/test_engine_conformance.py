@@ -1,5 +1,6 @@
 """Every token-in/token-out engine kind passes the same checks (conformance.py) on the
-embedded SmolLM2: the transformers engine in-process, and vLLM in-process."""
+embedded SmolLM2: the transformers engine in-process, vLLM in-process, and vLLM's OpenAI server
+reached through the OpenAI-compatible engine."""
 
 from __future__ import annotations
 
@@ -24,7 +25,13 @@ def _vllm(request: pytest.FixtureRequest) -> Subject:
     return Subject(engine, engine.tokenizer, model, VLLM_LOGPROB_ATOL[engine.dtype])
 
 
-KINDS = {"local": _local, "vllm": _vllm}
+def _vllm_server(request: pytest.FixtureRequest) -> Subject:
+    engine = request.getfixturevalue("vllm_server_engine")
+    model, _ = request.getfixturevalue("smollm2_reference")
+    return Subject(engine, engine.tokenizer, model, VLLM_LOGPROB_ATOL[engine.dtype])
+
+
+KINDS = {"local": _local, "vllm": _vllm, "vllm-server": _vllm_server}
 
 
 @pytest.fixture(scope="session", params=sorted(KINDS))

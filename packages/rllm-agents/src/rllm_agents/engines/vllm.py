@@ -22,6 +22,7 @@ import itertools
 import os
 from typing import Any
 
+from rllm_agents import reaper
 from rllm_agents.engines.base import (
     ContextOverflow,
     EngineError,
@@ -72,14 +73,18 @@ class VLLMEngine:
         self._vllm = vllm
         self._request_ids = itertools.count()
         self._thread = LoopThread("vllm-engine")
+        earlier = {pid for pid, _ in reaper.descendants(os.getpid())}
         try:
             self._engine = self._thread.call(self._start())
         except BaseException:
             self._thread.stop()
             raise
-        self.policy = PolicyState(self._engine, self.settings)
-        # What the model computes in ("bfloat16", "float32", ...), "auto" resolved.
-        self.dtype = str(self._engine.model_config.dtype).removeprefix("torch.")
+        # vLLM's engine core and workers outlive a parent killed outright; the watchdog
+        # ends them then (and on close, once vLLM has stopped them).
+        self._watchdog = reaper.watch_new(os.getpid(), earlier)
+        computes_in = self._engine.model_config.dtype  # "auto" resolved
+        self.policy = PolicyState(self._engine, self.settings, weights_dtype=computes_in)
+        self.dtype = str(computes_in).removeprefix("torch.")  # "bfloat16", "float32", ...
 
     async def _start(self) -> Any:
         args = self._vllm.AsyncEngineArgs(model=self.model_dir, **self.settings.engine_args())
@@ -169,6 +174,8 @@ class VLLMEngine:
         finally:
             self.policy.close()
             self._thread.stop()
+            if self._watchdog is not None:
+                self._watchdog.release()
 
     async def _shutdown(self) -> None:
         engine, self._engine = self._engine, None

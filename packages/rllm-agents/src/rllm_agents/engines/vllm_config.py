@@ -100,6 +100,19 @@ class VLLMSettings:
         return {**args, **self.extra}
 
 
+def cli_args(engine_args: dict[str, Any]) -> list[str]:
+    """`engine_args` as ``vllm serve`` flags: ``--max-model-len 2048``, ``--enforce-eager``
+    for True, nothing for False or None."""
+    flags: list[str] = []
+    for name, value in engine_args.items():
+        flag = "--" + name.replace("_", "-")
+        if value is True:
+            flags.append(flag)
+        elif value is not None and value is not False:
+            flags += [flag, str(value)]
+    return flags
+
+
 def cpu_dtype() -> str:
     """bfloat16 where the CPU computes in it (AVX-512 BF16 or AMX: vLLM's kernels pack it);
     float32 elsewhere, where vLLM's bfloat16 matmuls fall back to slow conversions."""
@@ -109,13 +122,19 @@ def cpu_dtype() -> str:
     return "bfloat16" if fast_bf16 else "float32"
 
 
+def environment_for(settings: VLLMSettings) -> dict[str, str]:
+    """Variables vLLM's processes read at start, as `settings` want them."""
+    wanted = {}
+    if settings.on_cpu and settings.cpu_cores:
+        wanted["VLLM_CPU_OMP_THREADS_BIND"] = settings.cpu_cores
+    return wanted
+
+
 @contextlib.contextmanager
 def engine_environment(settings: VLLMSettings) -> Iterator[None]:
     """The environment vLLM's child processes read at start (set for the start only; the
     caller's own values win)."""
-    wanted = {}
-    if settings.on_cpu and settings.cpu_cores:
-        wanted["VLLM_CPU_OMP_THREADS_BIND"] = settings.cpu_cores
+    wanted = environment_for(settings)
     saved = {name: os.environ.get(name) for name in wanted}
     for name, value in wanted.items():
         os.environ.setdefault(name, value)

@@ -1,16 +1,21 @@
-"""Which policy a VLLMEngine samples from, and changing it: full weights or LoRA adapters.
+"""Which policy a vLLM engine samples from, and changing it: full weights or LoRA adapters.
 
-Everything here runs on the engine's own loop (engines/loop_thread.py), so the state needs
-no locks beyond the asyncio ones:
+Shared by the in-process engine (``AsyncLLM``) and the server form (its HTTP endpoints,
+vllm_server.ServerControl): both offer vLLM's ``pause_generation``, ``resume_generation``,
+``collective_rpc``, ``reset_prefix_cache`` and ``add_lora`` / ``remove_lora`` /
+``list_loras``. Everything here runs on the engine's own loop (engines/loop_thread.py), so
+asyncio's primitives suffice.
 
 - A request takes a ``lease`` on the policy in force when it starts; its output carries that
   version. A change of policy closes the gate first, so no request starts half-way through.
 - A full sync (``load_full``): the trainer's state dict is written to a shared weights file
-  while requests still run (packed_weights.WeightsFile, in the engine's dtype), then vLLM is
-  paused (``settings.sync_pause``), every worker loads the file by name
-  (vllm_worker.RllmWorkerExtension), the prefix cache is reset (its KV blocks were computed
-  with the old weights) and generation resumes.
-- A LoRA sync (``load_lora``) registers the adapter with vLLM as a new adapter id; new
+  while requests still run (packed_weights.WeightsFile, in the engine's dtype). Then, as
+  ``settings.sync_pause`` says, the requests running finish first ("wait": every sample is
+  from one policy), are aborted ("abort") or are frozen and carry on with the new weights
+  ("keep"; they keep the version they started with). vLLM is paused, every worker loads the
+  file by name (vllm_worker.RllmWorkerExtension), the prefix cache is reset (its KV blocks
+  were computed with the old weights) and generation resumes.
+- A LoRA sync (``load_lora``) registers the adapter with vLLM under a new adapter id; new
   requests use it at once while those on the previous adapter finish on it. The base
   weights are not touched. Adapters no request uses any more are removed.
 """
@@ -34,57 +39,73 @@ class Policy:
     lora_request: Any = None  # vllm.lora.request.LoRARequest, or None for the base weights
 
 
+@dataclass
+class _Sync:
+    """The asyncio objects of one engine loop, made there on first use."""
+
+    gate: asyncio.Event
+    change: asyncio.Lock
+    idle: asyncio.Condition  # notified whenever a lease ends
+
+
 class PolicyState:
-    def __init__(self, engine: Any, settings: Any) -> None:
+    def __init__(self, engine: Any, settings: Any, weights_dtype: Any = None) -> None:
         self._engine = engine
         self._settings = settings
+        self._weights_dtype = weights_dtype  # what the weights file holds (None: as sent)
         self.current = Policy(version=0)
-        self._gate: asyncio.Event | None = None  # made on the engine's loop, on first use
-        self._change = None  # asyncio.Lock, likewise
-        self._in_use: Counter[int] = Counter()  # running requests per LoRA id
+        self._sync: _Sync | None = None
+        self._running = 0
+        self._in_use: Counter[int | None] = Counter()  # running requests per LoRA id
         self._weights_file = None  # packed_weights.WeightsFile, kept between syncs
 
     @property
     def version(self) -> int:
         return self.current.version
 
-    def _sync_objects(self) -> tuple[asyncio.Event, asyncio.Lock]:
-        if self._gate is None:
-            self._gate = asyncio.Event()
-            self._gate.set()
-            self._change = asyncio.Lock()
-        return self._gate, self._change
+    def _objects(self) -> _Sync:
+        if self._sync is None:
+            self._sync = _Sync(asyncio.Event(), asyncio.Lock(), asyncio.Condition())
+            self._sync.gate.set()
+        return self._sync
 
     @contextlib.asynccontextmanager
     async def lease(self) -> AsyncIterator[Policy]:
         """The policy a new request runs with, held until the request ends."""
-        gate, _ = self._sync_objects()
-        await gate.wait()
+        sync = self._objects()
+        await sync.gate.wait()
         policy = self.current
         lora_id = policy.lora_request.lora_int_id if policy.lora_request else None
         self._in_use[lora_id] += 1
+        self._running += 1
         try:
             yield policy
         finally:
             self._in_use[lora_id] -= 1
+            self._running -= 1
+            async with sync.idle:
+                sync.idle.notify_all()
 
     @contextlib.asynccontextmanager
     async def _gate_closed(self) -> AsyncIterator[None]:
         """Hold new requests back while the policy changes."""
-        gate, _ = self._sync_objects()
-        gate.clear()
+        sync = self._objects()
+        sync.gate.clear()
         try:
             yield
         finally:
-            gate.set()
+            sync.gate.set()
 
     async def load_full(self, state_dict: Mapping[str, Any], version: int) -> dict[str, float]:
-        _, change = self._sync_objects()
-        async with change:  # one change at a time: the weights file is written in place
+        sync = self._objects()
+        async with sync.change:  # one change at a time: the weights file is written in place
             started = time.perf_counter()
             weights = await asyncio.to_thread(self._write, state_dict)
             written = time.perf_counter()
             async with self._gate_closed():
+                if self._settings.sync_pause == "wait":
+                    async with sync.idle:
+                        await sync.idle.wait_for(lambda: self._running == 0)
                 await self._engine.pause_generation(
                     mode=self._settings.sync_pause, clear_cache=True
                 )
@@ -102,7 +123,7 @@ class PolicyState:
         worker = results[0] if results else {}
         return {
             "write_s": written - started,
-            "pause_s": paused - written,
+            "drain_s": paused - written,
             "load_s": float(worker.get("load_s", 0.0)),
             "repack_s": float(worker.get("repack_s", 0.0)),
             "total_s": finished - started,
@@ -113,17 +134,13 @@ class PolicyState:
         from rllm_agents.engines.packed_weights import WeightsFile
 
         weights = weights_to_send(state_dict)
-        dtype = self._engine_dtype()
         if self._weights_file is not None and self._weights_file.fits(weights):
             self._weights_file.write(weights)
         else:
             if self._weights_file is not None:
                 self._weights_file.close()
-            self._weights_file = WeightsFile(weights, dtype)
+            self._weights_file = WeightsFile(weights, self._weights_dtype)
         return self._weights_file
-
-    def _engine_dtype(self) -> Any:
-        return self._engine.model_config.dtype
 
     async def load_lora(self, adapter_dir: str, version: int) -> None:
         from vllm.lora.request import LoRARequest
@@ -131,8 +148,7 @@ class PolicyState:
         if not self._settings.enable_lora:
             raise EngineError("this vLLM engine was started without LoRA (enable_lora=True)")
         request = LoRARequest(f"policy-v{version}", _lora_id(version), adapter_dir)
-        _, change = self._sync_objects()
-        async with change:
+        async with self._objects().change:
             if not await self._engine.add_lora(request):
                 raise EngineError(f"vLLM could not load the LoRA adapter in {adapter_dir}")
             self.current = Policy(version=version, lora_request=request)  # for new requests
