@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.agents.engines.conformance import CHECKS, Subject
-from tests.agents.engines.conftest import VLLM_LOGPROB_ATOL
+from tests.agents.engines.conformance import CHECKS, VLLM_LOGPROB_ATOL, Subject
 
 
 def _local(request: pytest.FixtureRequest) -> Subject:

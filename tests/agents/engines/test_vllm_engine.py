@@ -15,8 +15,12 @@ import torch
 from rllm_agents.engines.base import SamplingParams
 from rllm_agents.engines.weight_sync import PolicyWeights, sync_weights
 
-from tests.agents.engines.conformance import Subject, chat, reference_logprobs
-from tests.agents.engines.conftest import VLLM_LOGPROB_ATOL
+from tests.agents.engines.conformance import (
+    VLLM_LOGPROB_ATOL,
+    Subject,
+    chat,
+    reference_logprobs,
+)
 from tests.parts import require_module
 
 pytestmark = pytest.mark.slow

@@ -13,8 +13,7 @@ import pytest
 from rllm_agents.engines.base import SamplingParams
 from rllm_agents.engines.weight_sync import PolicyWeights
 
-from tests.agents.engines.conformance import chat
-from tests.agents.engines.conftest import VLLM_LOGPROB_ATOL
+from tests.agents.engines.conformance import VLLM_LOGPROB_ATOL, chat
 from tests.agents.engines.test_vllm_engine import _gap, _perturbed
 from tests.parts import require_module
 from tests.processes import descendants, wait_gone, working

@@ -110,8 +110,7 @@ class ChildServer:
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
                 raise EngineError(
-                    f"{self.kind} exited with code {self._process.returncode}:\n"
-                    + self.log_tail()
+                    f"{self.kind} exited with code {self._process.returncode}:\n" + self.log_tail()
                 )
             try:
                 if httpx.get(f"{self.base_url}/models", timeout=1.0).status_code == 200:
@@ -171,4 +170,3 @@ def signal_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
     except ProcessLookupError:
         pass  # already gone
-

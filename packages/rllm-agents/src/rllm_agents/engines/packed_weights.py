@@ -107,9 +107,7 @@ class WeightsFile:
 
         self.dtype = dtype
         self.slots, size = layout(state_dict, dtype)
-        handle, self.path = tempfile.mkstemp(
-            prefix="rllm-weights-", dir=_shared_directory(size)
-        )
+        handle, self.path = tempfile.mkstemp(prefix="rllm-weights-", dir=_shared_directory(size))
         os.close(handle)
         try:
             self._packed = PackedWeights(

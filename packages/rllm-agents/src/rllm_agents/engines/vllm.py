@@ -18,6 +18,7 @@ makes the first possible.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import os
 from typing import Any
@@ -163,7 +164,7 @@ class VLLMEngine:
     # ---- lifetime --------------------------------------------------------------------------
 
     async def aclose(self) -> None:
-        self.close()
+        await asyncio.to_thread(self.close)  # stopping vLLM takes seconds: not on the loop
 
     def close(self) -> None:
         """Stop vLLM's engine core and workers, and the engine's loop (idempotent)."""

@@ -89,6 +89,13 @@ class VLLMSettings:
         }
         if self.on_cpu:
             args["kv_cache_memory_bytes"] = int((self.kv_cache_gib or 2.0) * 2**30)
+            # A prompt read in pieces (chunked prefill) discards the token sampled after each
+            # piece and rewinds the request's random generator, which a CPU generator cannot
+            # do: vLLM 0.30's CPU build then dies ("CPU Generator does not use offset",
+            # v1/worker/gpu_model_runner.py:3723) as soon as a seeded request's prompt is
+            # split. Whole prompts only, with room for the longest.
+            args["enable_chunked_prefill"] = False
+            args["max_num_batched_tokens"] = max(self.max_model_len or 8192, 4096)
         else:
             args["gpu_memory_utilization"] = self.gpu_memory_utilization
             if self.kv_cache_gib is not None:

@@ -17,6 +17,7 @@ through the same policy logic as the in-process engine (vllm_policy.PolicyState)
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import os
 import sys
@@ -215,7 +216,7 @@ class VLLMServerEngine:
         await self._thread.run(self.policy.load_lora(str(adapter_dir), version))
 
     async def aclose(self) -> None:
-        self.close()
+        await asyncio.to_thread(self.close)  # stopping vLLM takes seconds: not on the loop
 
     def close(self) -> None:
         """Close the HTTP clients and stop the server (idempotent)."""
