@@ -18,7 +18,6 @@ makes the first possible.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import os
 from typing import Any
@@ -32,8 +31,8 @@ from rllm_agents.engines.base import (
     SamplingParams,
 )
 from rllm_agents.engines.loop_thread import LoopThread
-from rllm_agents.engines.prompting import prompt_ids_for
 from rllm_agents.engines.vllm_config import VLLMSettings, engine_environment
+from rllm_agents.engines.vllm_front import VLLMFront
 
 INSTALL_HINT = (
     "pip install 'rllm-agents[vllm]' on a CUDA machine; on a CPU, scripts/setup.sh installs "
@@ -52,7 +51,7 @@ def import_vllm() -> Any:
     return vllm
 
 
-class VLLMEngine:
+class VLLMEngine(VLLMFront):
     """RolloutEngine over an in-process vLLM ``AsyncLLM`` (its engine core and workers run in
     child processes vLLM starts and stops)."""
 
@@ -92,26 +91,7 @@ class VLLMEngine:
         with engine_environment(self.settings):
             return self._vllm.AsyncLLMEngine.from_engine_args(args)
 
-    # ---- the RolloutEngine interface ---------------------------------------------------------
-
-    @property
-    def policy_version(self) -> int:
-        """The weights' version new requests are generated with (see engines/weight_sync.py)."""
-        return self.policy.version
-
-    async def generate(
-        self,
-        messages: list[dict[str, Any]] | None = None,
-        *,
-        prompt_ids: list[int] | None = None,
-        sampling: SamplingParams | None = None,
-        tools: list[dict[str, Any]] | None = None,
-    ) -> ModelOutput:
-        sampling = sampling or SamplingParams()
-        prompt_ids = prompt_ids_for(self.tokenizer, messages, prompt_ids, tools)
-        if not self._thread.running:
-            raise EngineError("the vLLM engine is closed")
-        return await self._thread.run(self._generate(prompt_ids, sampling))
+    # ---- one request (on the engine's loop) ---------------------------------------------------
 
     async def _generate(self, prompt_ids: list[int], sampling: SamplingParams) -> ModelOutput:
         """On the engine's loop: wait out a weight sync, then generate with the policy in
@@ -145,26 +125,7 @@ class VLLMEngine:
             output_kind=RequestOutputKind.FINAL_ONLY,
         )
 
-    # ---- weights ---------------------------------------------------------------------------
-
-    async def update_weights(self, state_dict: Any, *, version: int) -> dict[str, float]:
-        """Load a full HF state dict as policy `version`; returns the seconds each part took.
-
-        New requests wait while the weights change; requests already running finish on the
-        old weights first (``settings.sync_pause``: "wait"), are aborted ("abort") or carry
-        on with the new ones ("keep"; their output keeps the version they started with).
-        """
-        return await self._thread.run(self.policy.load_full(state_dict, version))
-
-    async def load_lora(self, adapter_dir: str, *, version: int) -> None:
-        """Serve new requests with the LoRA adapter saved in `adapter_dir` (peft's
-        ``save_pretrained``) as policy `version`, leaving the base weights as they are."""
-        await self._thread.run(self.policy.load_lora(str(adapter_dir), version))
-
     # ---- lifetime --------------------------------------------------------------------------
-
-    async def aclose(self) -> None:
-        await asyncio.to_thread(self.close)  # stopping vLLM takes seconds: not on the loop
 
     def close(self) -> None:
         """Stop vLLM's engine core and workers, and the engine's loop (idempotent)."""
@@ -185,12 +146,6 @@ class VLLMEngine:
         # Let go of it now, while the interpreter is whole: vLLM's __del__ shuts it down
         # again and fails once modules are torn down at exit.
         del engine
-
-    def __enter__(self) -> VLLMEngine:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def _model_output(final: Any, prompt_ids: list[int], version: int) -> ModelOutput:

@@ -17,7 +17,6 @@ through the same policy logic as the in-process engine (vllm_policy.PolicyState)
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import os
 import sys
@@ -29,6 +28,7 @@ from rllm_agents.engines.base import EngineError, ModelOutput, SamplingParams
 from rllm_agents.engines.child_server import ChildServer
 from rllm_agents.engines.loop_thread import LoopThread
 from rllm_agents.engines.vllm_config import VLLMSettings, cli_args, environment_for
+from rllm_agents.engines.vllm_front import VLLMFront
 
 CONTROL_TIMEOUT_S = 600.0  # a pause waits for running requests; a load may take a while
 
@@ -136,8 +136,10 @@ class ServerControl:
         await self._client.aclose()
 
 
-class VLLMServerEngine:
+class VLLMServerEngine(VLLMFront):
     """A RolloutEngine served by a vLLM server this engine started and stops on close."""
+
+    closed_message = "the vLLM server engine is closed"
 
     def __init__(self, server: VLLMServer, *, tokenizer: Any = None, timeout: float = 600) -> None:
         from rllm_agents.engines.openai import OpenAIEngine
@@ -166,25 +168,6 @@ class VLLMServerEngine:
             server.close()
             raise
 
-    @property
-    def policy_version(self) -> int:
-        return self.policy.version
-
-    async def generate(
-        self,
-        messages: list[dict[str, Any]] | None = None,
-        *,
-        prompt_ids: list[int] | None = None,
-        sampling: SamplingParams | None = None,
-        tools: list[dict[str, Any]] | None = None,
-    ) -> ModelOutput:
-        from rllm_agents.engines.prompting import prompt_ids_for
-
-        prompt_ids = prompt_ids_for(self.tokenizer, messages, prompt_ids, tools)
-        if not self._thread.running:
-            raise EngineError("the vLLM server engine is closed")
-        return await self._thread.run(self._generate(prompt_ids, sampling or SamplingParams()))
-
     async def _generate(self, prompt_ids: list[int], sampling: SamplingParams) -> ModelOutput:
         async with self.policy.lease() as policy:
             name = policy.lora_request.lora_name if policy.lora_request else None
@@ -206,17 +189,6 @@ class VLLMServerEngine:
                 extra_body={"return_token_ids": True},
             )
         return self._clients[name]
-
-    async def update_weights(self, state_dict: Any, *, version: int) -> dict[str, float]:
-        """Load a full HF state dict as policy `version` (see VLLMEngine.update_weights)."""
-        return await self._thread.run(self.policy.load_full(state_dict, version))
-
-    async def load_lora(self, adapter_dir: str, *, version: int) -> None:
-        """Serve new requests with the LoRA adapter in `adapter_dir` as policy `version`."""
-        await self._thread.run(self.policy.load_lora(str(adapter_dir), version))
-
-    async def aclose(self) -> None:
-        await asyncio.to_thread(self.close)  # stopping vLLM takes seconds: not on the loop
 
     def close(self) -> None:
         """Close the HTTP clients and stop the server (idempotent)."""
