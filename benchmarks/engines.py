@@ -25,6 +25,7 @@ tokens/s curves (PNG).
 
     python benchmarks/engines.py                                   # every side, about an hour
     python benchmarks/engines.py --sides llamacpp,vllm --concurrency 1,32
+    python benchmarks/engines.py --sides vllm --vllm-options dtype=bfloat16,cpu_cores=0
     python benchmarks/engines.py --model tiny --sides local,process --concurrency 1,4 \\
         --max-tokens 4                                             # the test's tiny mode
 """
@@ -83,16 +84,26 @@ def _llamacpp_batch(model: str) -> Any:
     return LocalEngine(gguf, load_tokenizer(model), max_batch_size=256)
 
 
+def _vllm_options() -> dict[str, Any]:
+    """--vllm-options (key=value,...; numbers and true/false parsed), passed on to the child
+    in $RLLM_BENCH_VLLM_OPTIONS."""
+    options = {}
+    for pair in filter(None, os.environ.get("RLLM_BENCH_VLLM_OPTIONS", "").split(",")):
+        key, _, text = pair.partition("=")
+        options[key] = json.loads(text) if text[:1].isdigit() or text in ("true", "false") else text
+    return options
+
+
 def _vllm(model: str) -> Any:
     from rllm_agents.engines.vllm import VLLMEngine
 
-    return VLLMEngine(model)
+    return VLLMEngine(model, **_vllm_options())
 
 
 def _vllm_server(model: str) -> Any:
     from rllm_agents.engines.vllm_server import VLLMServerEngine
 
-    return VLLMServerEngine.start(model)
+    return VLLMServerEngine.start(model, **_vllm_options())
 
 
 ENGINES: dict[str, Callable[[str], Any]] = {
@@ -195,8 +206,11 @@ def run_side(side: str, args: argparse.Namespace, scratch: Path) -> dict:
         "--concurrency", ",".join(map(str, args.concurrency)),
         "--max-tokens", str(args.max_tokens), "--out", str(out),
     ]  # fmt: skip
+    environment = {**os.environ, "RLLM_BENCH_VLLM_OPTIONS": args.vllm_options}
     with open(log, "w") as stderr:
-        child = subprocess.Popen(command, stdout=stderr, stderr=stderr, start_new_session=True)
+        child = subprocess.Popen(
+            command, stdout=stderr, stderr=stderr, start_new_session=True, env=environment
+        )
         try:
             code = child.wait(timeout=args.side_timeout)
         except subprocess.TimeoutExpired:
@@ -273,6 +287,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--model", default="smollm2")
     parser.add_argument("--concurrency", default=",".join(map(str, DEFAULT_CONCURRENCY)))
     parser.add_argument("--max-tokens", type=int, default=48)
+    parser.add_argument(
+        "--vllm-options", default="", help="settings of the vLLM sides: dtype=bfloat16,cpu_cores=0"
+    )
     parser.add_argument("--side-timeout", type=float, default=3600.0, help="seconds per side")
     parser.add_argument("--json", type=Path, help="write every side's numbers here")
     parser.add_argument("--plot", type=Path, help="write the tokens/s curves here (PNG)")

@@ -63,7 +63,7 @@ class VLLMSettings:
             dtype=cpu_dtype(),
             kv_cache_gib=2.0,
             enforce_eager=True,
-            cpu_cores=f"0-{os.cpu_count() - 1}" if (os.cpu_count() or 1) > 1 else None,
+            cpu_cores=all_usable_cores(),
         )
 
     def replace(self, **overrides: Any) -> VLLMSettings:
@@ -118,6 +118,16 @@ def cli_args(engine_args: dict[str, Any]) -> list[str]:
         elif value is not None and value is not False:
             flags += [flag, str(value)]
     return flags
+
+
+def all_usable_cores() -> str | None:
+    """This process's cores as vLLM's binding list ("0,1"): the worker's OpenMP threads on
+    every one of them. None for a single core (vLLM's own binding then)."""
+    if hasattr(os, "sched_getaffinity"):
+        cores = sorted(os.sched_getaffinity(0))
+    else:
+        cores = list(range(os.cpu_count() or 1))
+    return ",".join(map(str, cores)) if len(cores) > 1 else None
 
 
 def cpu_dtype() -> str:
