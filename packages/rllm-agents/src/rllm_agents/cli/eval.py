@@ -54,6 +54,7 @@ from rllm_agents.cli import eval_multiagent
 from rllm_agents.cli.engine_choice import (
     LLAMACPP,
     SERVED,
+    VLLM,
     add_engine_options,
     choose_engine,
 )
@@ -298,6 +299,11 @@ async def make_engine(args: argparse.Namespace) -> tuple[Any, Any]:
             from rllm_agents.engines.llamacpp_server import LlamaCppEngine
 
             return LlamaCppEngine.start(args.model, slots=args.slots, seed=args.seed), None
+        if choice.kind == VLLM:
+            from rllm_agents.engines.vllm import VLLMEngine
+
+            engine = VLLMEngine(args.model, seed=args.seed)
+            return engine, engine.tokenizer
         return _local_engine(args)
     except (EngineError, ImportError, OSError, ValueError) as error:
         if isinstance(error, UsageError):
@@ -488,7 +494,7 @@ async def evaluate(
 def policy_record(args: argparse.Namespace) -> dict[str, Any]:
     """Who plays, as each episode records it: the model's name and where it was served."""
     # make_engine has put the engine it chose in args.engine.
-    served_by = {SERVED: "openai", LLAMACPP: "llamacpp"}.get(args.engine, "local")
+    served_by = {SERVED: "openai", LLAMACPP: "llamacpp", VLLM: "vllm"}.get(args.engine, "local")
     record: dict[str, Any] = {"name": args.model, "engine": served_by}
     if args.base_url:
         record["base_url"] = args.base_url

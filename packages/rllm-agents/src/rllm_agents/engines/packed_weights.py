@@ -107,15 +107,14 @@ class WeightsFile:
 
         self.dtype = dtype
         self.slots, size = layout(state_dict, dtype)
-        handle, self.path = tempfile.mkstemp(
-            prefix="rllm-weights-", dir=_shared_directory(size)
-        )
+        handle, self.path = tempfile.mkstemp(prefix="rllm-weights-", dir=_shared_directory(size))
         os.close(handle)
         try:
             self._packed = PackedWeights(
                 torch.from_file(self.path, shared=True, size=size, dtype=torch.uint8),
                 self.slots,
             )
+            _copy_in(self._packed, state_dict)
         except BaseException:
             self.close()
             raise
@@ -125,6 +124,7 @@ class WeightsFile:
         return layout(state_dict, self.dtype)[0] == self.slots
 
     def write(self, state_dict: Mapping[str, Any]) -> None:
+        """Overwrite the file with `state_dict`, which must have the file's layout."""
         if not self.fits(state_dict):
             raise ValueError("the state dict's names or shapes differ from the weights file's")
         _copy_in(self._packed, state_dict)

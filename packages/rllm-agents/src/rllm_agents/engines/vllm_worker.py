@@ -10,7 +10,9 @@ off). The weights themselves lie in a file the trainer wrote (packed_weights.Wei
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from typing import Any
 
 EXTENSION = "rllm_agents.engines.vllm_worker.RllmWorkerExtension"
@@ -29,7 +31,8 @@ class RllmWorkerExtension:
         started = time.perf_counter()
         weights = self._rllm_mapped(path, table)
         model = self.model_runner.model  # type: ignore[attr-defined]
-        model.load_weights(weights=list(weights.items()))
+        with base_layers_in_place(model):
+            model.load_weights(weights=list(weights.items()))
         loaded = time.perf_counter()
         repacked = repack_stale(model)
         return {
@@ -50,3 +53,31 @@ class RllmWorkerExtension:
             cached = (key, map_file(path, table))
             self.__dict__["_rllm_weights_map"] = cached
         return cached[1]
+
+
+@contextlib.contextmanager
+def base_layers_in_place(model: Any) -> Iterator[None]:
+    """`model` with its LoRA wrappers swapped back for the layers they wrap, for the length
+    of a load.
+
+    With LoRA enabled vLLM replaces each adapted layer by a wrapper whose own parameters
+    live under ``base_layer``; the model's ``load_weights`` then no longer finds HF names
+    such as ``model.embed_tokens.weight``. The base layers are the same objects inside and
+    outside the wrappers, so loading into them changes what the wrappers compute.
+    """
+    import torch
+    from vllm.lora.layers import BaseLayerWithLoRA
+
+    swapped = []
+    for name, module in list(model.named_modules()):
+        base = getattr(module, "base_layer", None)
+        if isinstance(module, BaseLayerWithLoRA) and isinstance(base, torch.nn.Module):
+            parent_name, _, child = name.rpartition(".")
+            parent = model.get_submodule(parent_name) if parent_name else model
+            setattr(parent, child, base)
+            swapped.append((parent, child, module))
+    try:
+        yield
+    finally:
+        for parent, child, wrapper in reversed(swapped):
+            setattr(parent, child, wrapper)
