@@ -34,8 +34,8 @@ from tests.train.test_verl_training import rllm_train, trained_rows
 # tokens under the same weights differ by rounding (seen: 5e-11). An engine that missed a sync
 # differs by the update itself (lr 1e-3: orders of magnitude more).
 PROB_GAP_TOLERANCE = 1e-5
-# The run's limit: vLLM's three processes each import vLLM before the first sync (seen: 281 s
-# to 480 s on a 2-core machine shared with other jobs).
+# The run's limit: vLLM's three processes each import vLLM before the first sync (seen: 236 s
+# to 497 s on a 2-core machine shared with other jobs).
 RUN_TIMEOUT_S = 900
 # Seconds the run's processes may take to exit after the command returns (Ray stops a job's
 # actors asynchronously).
