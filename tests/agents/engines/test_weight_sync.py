@@ -1,13 +1,16 @@
 """The weight-sync contract on the tiny model: merged LoRA weights, versions on every output,
-and the parts of the vLLM path that are ours (vLLM itself runs only where it imports)."""
+and the shared weights file a vLLM engine loads from (vLLM itself: test_vllm_engine.py)."""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 import torch
 from rllm_agents.engines.base import ModelOutput, SamplingParams
 from rllm_agents.engines.local import LocalEngine
-from rllm_agents.engines.vllm_sync import weight_items
+from rllm_agents.engines.packed_weights import WeightsFile, map_file
+from rllm_agents.engines.vllm_policy import weights_to_send
 from rllm_agents.engines.weight_sync import (
     POLICY_VERSION,
     PolicyWeights,
@@ -71,38 +74,28 @@ def test_the_version_goes_into_the_steps_info():
     assert info == {}
 
 
-def test_vllm_gets_plain_cpu_tensors_and_no_derived_buffers(tiny):
+def test_the_weights_file_holds_what_vllm_loads_in_its_dtype(tiny):
     state = dict(tiny.state_dict())
     state["model.rotary_emb.inv_freq"] = torch.ones(4)
-    state["model.norm.weight"] = state["model.norm.weight"].t()  # a view: must be copied out
-    items = weight_items(state)
-    names = [name for name, _ in items]
-    assert "model.rotary_emb.inv_freq" not in names and len(items) == len(state) - 1
-    assert all(
-        t.device.type == "cpu" and t.is_contiguous() and not t.requires_grad for _, t in items
-    )
+    weights = weights_to_send(state)
+    assert "model.rotary_emb.inv_freq" not in weights and len(weights) == len(state) - 1
+    with WeightsFile(weights, torch.bfloat16) as file:
+        read = map_file(file.path, file.table())
+        assert set(read) == set(weights)
+        for name, tensor in weights.items():
+            assert read[name].dtype == torch.bfloat16
+            assert torch.equal(read[name], tensor.to(torch.bfloat16))
+        # The tied LM head is stored once, beside the embedding.
+        unique = sum({t.data_ptr(): t.numel() for t in weights.values()}.values())
+        assert os.path.getsize(file.path) < 2 * unique + 64 * len(weights)
 
-
-async def test_vllm_update_weights_changes_its_logprobs():
-    """vLLM's real path (collective_rpc + load_weights + reset_prefix_cache), on a GPU."""
-    pytest.importorskip("vllm", reason="vLLM is a CUDA-only optional extra; not installed here")
-    if not torch.cuda.is_available():
-        pytest.skip("vLLM needs a CUDA GPU")
-    from rllm_agents.engines.vllm import VLLMEngine
-    from rllm_agents.models import load_model
-
-    engine = VLLMEngine("tiny", gpu_memory_utilization=0.2, max_model_len=512, dtype="float32")
-    try:
-        greedy = SamplingParams(temperature=0.0, max_tokens=6)
-        before = await engine.generate(PROMPT, sampling=greedy)
-        model = load_model("tiny")
-        changed = {k: v + 0.05 * torch.randn_like(v) for k, v in model.state_dict().items()}
-        await sync_weights(engine, PolicyWeights(changed, version=2))
-        after = await engine.generate(PROMPT, sampling=greedy)
-        assert after.policy_version == 2 and after.logprobs != before.logprobs
-        await sync_weights(engine, PolicyWeights(model.state_dict(), version=3))
-        again = await engine.generate(PROMPT, sampling=greedy)
-        assert again.completion_ids == before.completion_ids
-        assert again.logprobs == pytest.approx(before.logprobs, abs=1e-4)
-    finally:
-        await engine.aclose()
+        changed = {name: tensor + 1 for name, tensor in weights.items()}
+        assert not file.fits(changed)  # the tie is gone: another layout
+        doubled = {name: tensor * 2 for name, tensor in weights.items()}
+        doubled["lm_head.weight"] = doubled["model.embed_tokens.weight"]
+        file.write(doubled)  # the same file, written in place
+        again = map_file(file.path, file.table())
+        assert torch.equal(again["model.norm.weight"], doubled["model.norm.weight"].bfloat16())
+        with pytest.raises(ValueError, match="differ"):
+            file.write({"other": torch.zeros(3)})
+    assert not os.path.exists(file.path)

@@ -75,10 +75,48 @@ class Watchdog:
             self.process.stdin.write("\n")
             self.process.stdin.flush()
 
+    def release(self) -> None:
+        """End the watch now: what it was told about and still runs is killed (the owner
+        is done with it), and the watchdog exits."""
+        if self.process.stdin is not None and not self.process.stdin.closed:
+            self.process.stdin.close()
+        self.process.wait(timeout=10)
+
 
 def watch(root: int) -> Watchdog | None:
     """A watchdog for the current descendants of `root` (this process, usually); None where
     /proc does not exist."""
+    watchdog = start_watchdog()
+    if watchdog is not None:
+        watchdog.add([entry for entry in descendants(root) if entry[0] != watchdog.process.pid])
+    return watchdog
+
+
+def watch_new(root: int, before: set[int]) -> Watchdog | None:
+    """A watchdog for the descendants of `root` not in `before` (the pids there were
+    earlier), other than Python's multiprocessing resource tracker, which must live as long
+    as the interpreter that started it."""
+    watchdog = start_watchdog()
+    if watchdog is not None:
+        watchdog.add(
+            [
+                (pid, start)
+                for pid, start in descendants(root)
+                if pid not in before and pid != watchdog.process.pid and not _is_tracker(pid)
+            ]
+        )
+    return watchdog
+
+
+def _is_tracker(pid: int) -> bool:
+    try:
+        return b"resource_tracker" in (Path("/proc") / str(pid) / "cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def start_watchdog() -> Watchdog | None:
+    """A watchdog told about nothing yet; None where /proc does not exist."""
     if not sys.platform.startswith("linux"):
         return None
     process = subprocess.Popen(
@@ -89,6 +127,4 @@ def watch(root: int) -> Watchdog | None:
         text=True,
         start_new_session=True,  # Ctrl-C of the program's group must not end it first
     )
-    watchdog = Watchdog(process)
-    watchdog.add([entry for entry in descendants(root) if entry[0] != process.pid])
-    return watchdog
+    return Watchdog(process)

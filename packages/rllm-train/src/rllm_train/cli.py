@@ -152,7 +152,7 @@ def build_parser() -> CommandParser:
         metavar="COMMAND",
         help="train an agent program run as a command (task as JSON on stdin, endpoint in "
         "OPENAI_BASE_URL / OPENAI_API_KEY; its last stdout line is the answer the env grades, "
-        "or a JSON object such as {\"reward\": 1.0})",
+        'or a JSON object such as {"reward": 1.0})',
     )
     parser.add_argument(
         "--data",

@@ -18,16 +18,17 @@ from pathlib import Path
 from rllm_agents.cli.usage import positive_int
 
 LLAMACPP = "llamacpp"
+VLLM = "vllm"
 TRANSFORMERS = "transformers"
 SERVED = "served"  # --base-url: someone else's server
-ENGINES = (LLAMACPP, TRANSFORMERS)
+ENGINES = (LLAMACPP, VLLM, TRANSFORMERS)
 # Embedded models that ship a GGUF beside what transformers loads.
 EMBEDDED_GGUF_MODELS = frozenset({"smollm2"})
 
 
 @dataclass(frozen=True)
 class EngineChoice:
-    kind: str  # LLAMACPP, TRANSFORMERS or SERVED
+    kind: str  # LLAMACPP, VLLM, TRANSFORMERS or SERVED
     notice: str | None = None  # one line for stderr when the choice is not what was expected
 
 
@@ -39,7 +40,8 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
         "--engine",
         choices=ENGINES,
         default=None,
-        help="where --model runs: llamacpp (default for a model with a GGUF, e.g. smollm2) "
+        help="where --model runs: llamacpp (default for a model with a GGUF, e.g. smollm2), "
+        "vllm (in-process vLLM, batched; the CPU build or CUDA) "
         "or transformers (in-process; the default for other models)",
     )
     server.add_argument(

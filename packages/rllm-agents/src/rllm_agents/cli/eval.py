@@ -55,6 +55,7 @@ from rllm_agents.cli import eval_multiagent
 from rllm_agents.cli.engine_choice import (
     LLAMACPP,
     SERVED,
+    VLLM,
     add_engine_options,
     choose_engine,
 )
@@ -279,6 +280,11 @@ async def make_engine(args: argparse.Namespace) -> ModelSetup:
 
             engine = LlamaCppEngine.start(args.model, slots=args.slots, seed=args.seed)
             return ModelSetup(engine, None, choice.kind)
+        if choice.kind == VLLM:
+            from rllm_agents.engines.vllm import VLLMEngine
+
+            engine = VLLMEngine(args.model, seed=args.seed)
+            return ModelSetup(engine, engine.tokenizer, choice.kind)
         return ModelSetup(*_local_engine(args), choice.kind)
     except (EngineError, ImportError, OSError, ValueError) as error:
         if isinstance(error, UsageError):

@@ -32,7 +32,13 @@ from types import ModuleType
 from typing import Any
 
 from rllm_agents.agents.opponents import OPPONENTS, scripted_move
-from rllm_agents.cli.engine_choice import LLAMACPP, SERVED, add_engine_options, choose_engine
+from rllm_agents.cli.engine_choice import (
+    LLAMACPP,
+    SERVED,
+    VLLM,
+    add_engine_options,
+    choose_engine,
+)
 from rllm_agents.engines import make_engine
 from rllm_agents.engines.base import SamplingParams
 from rllm_agents.execution.env_spec import ParallelEnvSpec
@@ -155,6 +161,9 @@ def make_model(args: argparse.Namespace) -> tuple[Any, Any]:
         ), None
     if choice.kind == LLAMACPP:
         return make_engine("llamacpp", model=args.model, slots=args.slots, seed=args.seed), None
+    if choice.kind == VLLM:
+        engine = make_engine("vllm", model=args.model, seed=args.seed)
+        return engine, engine.tokenizer
     engine = make_engine(
         "local", model=args.model, device=args.device, max_batch_size=args.parallel, seed=args.seed
     )

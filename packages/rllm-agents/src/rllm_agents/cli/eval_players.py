@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rllm_agents.cli.engine_choice import LLAMACPP, SERVED
+from rllm_agents.cli.engine_choice import LLAMACPP, SERVED, VLLM
 from rllm_agents.cli.usage import UsageError
 from rllm_agents.engines.base import SamplingParams
 
@@ -121,7 +121,7 @@ def program_runner(
 
 def policy_record(args: argparse.Namespace, engine_kind: str) -> dict[str, Any]:
     """Who plays, as each episode records it: the model's name and where it was served."""
-    served_by = {SERVED: "openai", LLAMACPP: "llamacpp"}.get(engine_kind, "local")
+    served_by = {SERVED: "openai", LLAMACPP: "llamacpp", VLLM: "vllm"}.get(engine_kind, "local")
     record: dict[str, Any] = {"name": args.model, "engine": served_by}
     if args.base_url:
         record["base_url"] = args.base_url

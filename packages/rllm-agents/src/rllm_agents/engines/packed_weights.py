@@ -33,28 +33,41 @@ class PackedWeights:
     slots: tuple[Slot, ...]
 
 
+def layout(state_dict: Mapping[str, Any], dtype: Any = None) -> tuple[tuple[Slot, ...], int]:
+    """Where each tensor of `state_dict` goes in one buffer (as `dtype` when given), and the
+    buffer's size in bytes. Tensors that share their memory (tied weights) are placed once."""
+    slots, placed, end = [], {}, 0
+    for name, tensor in state_dict.items():
+        stored = dtype or tensor.dtype
+        key = (tensor.data_ptr(), tensor.dtype, tuple(tensor.shape))
+        if key not in placed:
+            placed[key] = end
+            end += -(-tensor.numel() * _element_size(stored) // ALIGNMENT) * ALIGNMENT
+        slots.append(Slot(name, stored, tuple(tensor.shape), placed[key]))
+    return tuple(slots), end
+
+
 def pack(state_dict: Mapping[str, Any]) -> PackedWeights:
     """`state_dict` copied into one fresh buffer (shared memory when on a CPU). Tensors that
     share their memory (tied weights) are stored once; the caller's tensors are only read."""
     import torch
 
-    slots, placed, end = [], {}, 0
-    device = None
-    for name, tensor in state_dict.items():
-        device = device or tensor.device
-        key = (tensor.data_ptr(), tensor.dtype, tuple(tensor.shape))
-        if key not in placed:
-            placed[key] = end
-            end += -(-tensor.numel() * tensor.element_size() // ALIGNMENT) * ALIGNMENT
-        slots.append(Slot(name, tensor.dtype, tuple(tensor.shape), placed[key]))
-    buffer = torch.empty(end, dtype=torch.uint8, device=device or "cpu")
+    slots, size = layout(state_dict)
+    device = next((tensor.device for tensor in state_dict.values()), "cpu")
+    buffer = torch.empty(size, dtype=torch.uint8, device=device)
     if buffer.device.type == "cpu":
         buffer.share_memory_()
-    packed = PackedWeights(buffer, tuple(slots))
-    with torch.no_grad():
-        for slot, tensor in zip(slots, state_dict.values(), strict=True):
-            view(packed, slot).copy_(tensor.detach())
+    packed = PackedWeights(buffer, slots)
+    _copy_in(packed, state_dict)
     return packed
+
+
+def _copy_in(packed: PackedWeights, state_dict: Mapping[str, Any]) -> None:
+    import torch
+
+    with torch.no_grad():
+        for slot, tensor in zip(packed.slots, state_dict.values(), strict=True):
+            view(packed, slot).copy_(tensor.detach())
 
 
 def unpack(packed: PackedWeights) -> dict[str, Any]:
@@ -74,3 +87,105 @@ def _element_size(dtype: Any) -> int:
     import torch
 
     return torch.empty((), dtype=dtype).element_size()
+
+
+class WeightsFile:
+    """A packed state dict in a file (on /dev/shm when it has room), for a process that can
+    map it but shares no Python objects with us: a vLLM worker, reached by an RPC whose
+    arguments must be plain strings (``path`` and ``table()``, the slots as JSON).
+
+    The file is written in place at every sync while the layout stays the same: its pages
+    are allocated once, and a reader that keeps its mapping (``map_file``) pays no page
+    faults again. Close it (or use it as a context manager) to remove the file.
+    """
+
+    def __init__(self, state_dict: Mapping[str, Any], dtype: Any = None) -> None:
+        import os
+        import tempfile
+
+        import torch
+
+        self.dtype = dtype
+        self.slots, size = layout(state_dict, dtype)
+        handle, self.path = tempfile.mkstemp(prefix="rllm-weights-", dir=_shared_directory(size))
+        os.close(handle)
+        try:
+            self._packed = PackedWeights(
+                torch.from_file(self.path, shared=True, size=size, dtype=torch.uint8),
+                self.slots,
+            )
+            _copy_in(self._packed, state_dict)
+        except BaseException:
+            self.close()
+            raise
+
+    def fits(self, state_dict: Mapping[str, Any]) -> bool:
+        """Whether `state_dict` has this file's layout (same names, shapes and ties)."""
+        return layout(state_dict, self.dtype)[0] == self.slots
+
+    def write(self, state_dict: Mapping[str, Any]) -> None:
+        """Overwrite the file with `state_dict`, which must have the file's layout."""
+        if not self.fits(state_dict):
+            raise ValueError("the state dict's names or shapes differ from the weights file's")
+        _copy_in(self._packed, state_dict)
+
+    def table(self) -> str:
+        return slots_to_json(self.slots)
+
+    def close(self) -> None:
+        import os
+
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+    def __enter__(self) -> WeightsFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def slots_to_json(slots: tuple[Slot, ...]) -> str:
+    import json
+
+    return json.dumps(
+        [[s.name, str(s.dtype).removeprefix("torch."), list(s.shape), s.offset] for s in slots]
+    )
+
+
+def slots_from_json(table: str) -> tuple[Slot, ...]:
+    import json
+
+    import torch
+
+    return tuple(
+        Slot(name, getattr(torch, dtype), tuple(shape), offset)
+        for name, dtype, shape, offset in json.loads(table)
+    )
+
+
+def map_file(path: str, table: str) -> dict[str, Any]:
+    """The state dict a ``WeightsFile`` holds, as views into a shared mapping of the file
+    (no copy; the reader only reads)."""
+    import os
+
+    import torch
+
+    size = os.path.getsize(path)
+    buffer = torch.from_file(path, shared=True, size=size, dtype=torch.uint8)
+    return unpack(PackedWeights(buffer, slots_from_json(table)))
+
+
+def _shared_directory(size: int) -> str | None:
+    """/dev/shm when it can hold `size` bytes with room to spare (a container's is often
+    64 MB), else the temp directory."""
+    import shutil
+
+    try:
+        if shutil.disk_usage("/dev/shm").free > 2 * size:
+            return "/dev/shm"
+    except OSError:
+        pass
+    return None

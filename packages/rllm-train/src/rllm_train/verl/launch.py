@@ -220,7 +220,7 @@ def run(spec: VerlRunSpec) -> list[dict[str, Any]]:
     if spec.device == "cuda":
         require_gpus(spec)
     prepared = prepare_run(spec)
-    notice = cpu_mode_notice(spec.device, spec.device_chosen_for_user)
+    notice = cpu_mode_notice(spec.device, spec.device_chosen_for_user, spec.rollout_engine)
     if notice:
         print(notice, file=sys.stderr)
     write_run_files(prepared)

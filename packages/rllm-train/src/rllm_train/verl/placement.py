@@ -80,11 +80,18 @@ def placement(
     )
 
 
-def cpu_mode_notice(device: str, chosen_for_user: bool) -> str | None:
+# What serves the rollout in CPU mode, as the notice names it.
+CPU_ROLLOUT_NAMES = {CPU_ROLLOUT: "rllm's LocalEngine", "vllm": "verl's vLLM on vLLM's CPU build"}
+
+
+def cpu_mode_notice(
+    device: str, chosen_for_user: bool, rollout_engine: str = CPU_ROLLOUT
+) -> str | None:
     """One line saying the CPU mode was picked for the user (None when they named it)."""
     if device != "cpu" or not chosen_for_user:
         return None
+    rollout = CPU_ROLLOUT_NAMES.get(rollout_engine, rollout_engine)
     return (
-        "rllm-train: no GPU on this machine: verl trains in CPU mode (FSDP2 on gloo, rllm's "
-        "LocalEngine as the rollout; --device cuda to refuse)"
+        f"rllm-train: no GPU on this machine: verl trains in CPU mode (FSDP2 on gloo, {rollout} "
+        "as the rollout; --device cuda to refuse)"
     )

