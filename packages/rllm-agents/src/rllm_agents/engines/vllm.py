@@ -95,22 +95,26 @@ class VLLMEngine(VLLMFront):
 
     async def _generate(self, prompt_ids: list[int], sampling: SamplingParams) -> ModelOutput:
         """On the engine's loop: wait out a weight sync, then generate with the policy in
-        force when the request starts (its version goes on the output)."""
+        force when the request starts (its version goes on the output). A request a sync
+        aborted (``sync_pause="abort"``) starts again, whole, on the new weights."""
         params = self._sampling_params(sampling)
-        request_id = f"rllm-{next(self._request_ids)}"
-        async with self.policy.lease() as policy:
-            final = None
-            try:
-                async for output in self._engine.generate(
-                    {"prompt_token_ids": prompt_ids},
-                    params,
-                    request_id,
-                    lora_request=policy.lora_request,
-                ):
-                    final = output
-            except Exception as exc:  # noqa: BLE001 - surfaced as the engine's error types
-                raise _engine_error(exc) from exc
-        return _model_output(final, prompt_ids, policy.version)
+        while True:
+            request_id = f"rllm-{next(self._request_ids)}"
+            async with self.policy.lease() as policy:
+                aborting_syncs = self.policy.aborting_syncs
+                final = None
+                try:
+                    async for output in self._engine.generate(
+                        {"prompt_token_ids": prompt_ids},
+                        params,
+                        request_id,
+                        lora_request=policy.lora_request,
+                    ):
+                        final = output
+                except Exception as exc:  # noqa: BLE001 - surfaced as the engine's error types
+                    raise _engine_error(exc) from exc
+            if self.policy.aborting_syncs == aborting_syncs or not _aborted(final):
+                return _model_output(final, prompt_ids, policy.version)
 
     def _sampling_params(self, sampling: SamplingParams) -> Any:
         from vllm.sampling_params import RequestOutputKind
@@ -166,6 +170,10 @@ def _model_output(final: Any, prompt_ids: list[int], version: int) -> ModelOutpu
         usage={"prompt_tokens": len(prompt_ids), "completion_tokens": len(token_ids)},
         policy_version=version,
     )
+
+
+def _aborted(final: Any) -> bool:
+    return final is None or not final.outputs or final.outputs[0].finish_reason == "abort"
 
 
 def _client_errors() -> tuple[type[Exception], ...]:

@@ -143,7 +143,8 @@ def environment_for(settings: VLLMSettings) -> dict[str, str]:
     """Variables vLLM's processes read at start, as `settings` want them."""
     wanted = {}
     if settings.on_cpu and settings.cpu_cores:
-        wanted["VLLM_CPU_OMP_THREADS_BIND"] = settings.cpu_cores
+        # str(): "1" given on a command line may arrive parsed as the number 1.
+        wanted["VLLM_CPU_OMP_THREADS_BIND"] = str(settings.cpu_cores)
     return wanted
 
 

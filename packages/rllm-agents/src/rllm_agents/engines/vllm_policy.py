@@ -11,8 +11,9 @@ asyncio's primitives suffice.
 - A full sync (``load_full``): the trainer's state dict is written to a shared weights file
   while requests still run (packed_weights.WeightsFile, in the engine's dtype). Then, as
   ``settings.sync_pause`` says, the requests running finish first ("wait": every sample is
-  from one policy), are aborted ("abort") or are frozen and carry on with the new weights
-  ("keep"; they keep the version they started with). vLLM is paused, every worker loads the
+  from one policy), are aborted ("abort"; the engine starts them again on the new weights)
+  or are frozen and carry on with the new weights ("keep"; they keep the version they
+  started with). vLLM is paused, every worker loads the
   file by name (vllm_worker.RllmWorkerExtension), the prefix cache is reset (its KV blocks
   were computed with the old weights) and generation resumes.
 - A LoRA sync (``load_lora``) registers the adapter with vLLM under a new adapter id; new
@@ -58,6 +59,9 @@ class PolicyState:
         self._running = 0
         self._in_use: Counter[int | None] = Counter()  # running requests per LoRA id
         self._weights_file = None  # packed_weights.WeightsFile, kept between syncs
+        # Syncs that aborted the running requests (sync_pause="abort"), counted as each starts:
+        # a request that sees the count move while it ran was aborted by one, not refused.
+        self.aborting_syncs = 0
 
     @property
     def version(self) -> int:
@@ -106,6 +110,8 @@ class PolicyState:
                 if self._settings.sync_pause == "wait":
                     async with sync.idle:
                         await sync.idle.wait_for(lambda: self._running == 0)
+                elif self._settings.sync_pause == "abort":
+                    self.aborting_syncs += 1
                 await self._engine.pause_generation(
                     mode=self._settings.sync_pause, clear_cache=True
                 )

@@ -24,7 +24,7 @@ DTYPES = ("auto", "float32", "bfloat16", "float16")
 ROLLOUT_DISPATCH = ("lockstep", "async")
 EXECUTORS = ("inline", "ray")
 ROLLOUT_MODES = ("sync", "async")
-ROLLOUT_ENGINES = ("local", "process", "llamacpp")
+ROLLOUT_ENGINES = ("local", "process", "llamacpp", "vllm")
 
 
 class ConfigError(ValueError):
@@ -141,13 +141,22 @@ class RolloutConfig:
     # transformers copy in a process of its own, synced after each update (its own interpreter
     # and, on a CPU, its own threads beside the update). llamacpp: llama.cpp on the CPU, in this
     # process, decoding the episodes in one batch from an F16 GGUF export of the policy,
-    # re-exported after each update (docs/training/weight-sync.md). Validation always plays
-    # the trained weights.
+    # re-exported after each update (docs/training/weight-sync.md). vllm: vLLM (AsyncLLM; its
+    # CPU build on a CPU), its engine core and worker in processes of their own, full weights
+    # (or the LoRA adapter) loaded by name after each update. Validation always plays the
+    # trained weights.
     engine: str = "local"
     engine_slots: int = 0  # llamacpp: sequences decoding together, 0 = the rollout batch size
     # The engine apart's CPU threads (0: local every core, as the trainer's; process half the
-    # cores; llamacpp every core)
+    # cores; llamacpp every core; vllm every core in sync mode, half the cores in async mode,
+    # the update then held to the other half unless trainer.cpu_threads says otherwise)
     engine_threads: int = 0
+    # vllm: settings of the engine (rllm_agents.engines.vllm_config.VLLMSettings keywords, e.g.
+    # rollout.engine_options.dtype=bfloat16, .kv_cache_gib=1, .sync_pause=keep; other names
+    # go to vLLM's engine arguments). sync_pause is what a weight push does to the requests
+    # running when it comes, i.e. with partial_rollouts: wait (they finish on the old weights),
+    # abort (they start again on the new ones) or keep (they carry on with the new ones).
+    engine_options: dict[str, Any] = field(default_factory=dict)
     # Tree-structured GRPO: rollout.n continuations branched from a snapshot of each task's
     # episode at a branch turn, one group each (config/tree.py, docs/training/tree-grpo.md).
     tree: TreeConfig = field(default_factory=TreeConfig)

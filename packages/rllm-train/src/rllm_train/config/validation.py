@@ -203,6 +203,7 @@ def _check_ray_rollouts(config: TrainConfig) -> None:
 
 def _check_rollout_engine(config: TrainConfig) -> None:
     rollout = config.rollout
+    _check_engine_options(config)
     apart = rollout.mode == "async" or rollout.engine != "local"
     if not apart:
         if rollout.partial_rollouts:
@@ -220,6 +221,23 @@ def _check_rollout_engine(config: TrainConfig) -> None:
             "rollout.mode / rollout.engine: episodes on Ray workers are played from the "
             "trained model itself; use rollout.executor=inline with an engine apart"
         )
+
+
+def _check_engine_options(config: TrainConfig) -> None:
+    options = config.rollout.engine_options
+    if not options:
+        return
+    if config.rollout.engine != "vllm":
+        raise ConfigError(
+            "rollout.engine_options: settings of rollout.engine=vllm, got rollout.engine="
+            f"{config.rollout.engine}"
+        )
+    from rllm_agents.engines.vllm_config import VLLMSettings
+
+    try:  # the settings' own checks (sync_pause, kv_cache_gib); other names go to vLLM
+        VLLMSettings().replace(**options)
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"rollout.engine_options: {error}") from error
 
 
 def _check_program(config: TrainConfig) -> None:

@@ -16,6 +16,9 @@ after each update:
   scheduling and sampling, llama.cpp's forward passes; the export is loaded between two decoding
   rounds). F16, not the shipped Q4 file: a training step moves weights by far less than a Q4
   quantisation step, so a Q4 export would serve the same policy step after step.
+* ``rollout.engine=vllm`` (sync or async): vLLM (``rllm_agents.engines.vllm``), its engine core
+  and worker in processes of their own, on cores split from the update's in async mode; full
+  weights, or a LoRA policy's adapter, loaded by name after each update (:mod:`.vllm_apart`).
 
 A :class:`WeightSnapshot` is taken on the trainer's thread right after an update: the tensors
 that training changes are cloned, so a push that runs later, on another thread, while the next
@@ -83,6 +86,10 @@ class EngineApart:
 
 def check_engine_apart(config: TrainConfig) -> None:
     """What can be refused before any model loads."""
+    if config.rollout.engine == "vllm":
+        from rllm_train.native.vllm_apart import check_vllm_config
+
+        check_vllm_config(config)
     if config.rollout.engine == "llamacpp" and config.model.name != LLAMACPP_MODEL:
         raise ConfigError(
             f"rollout.engine=llamacpp: serves the embedded SmolLM2's GGUF, exported from the "
@@ -206,6 +213,53 @@ def process_engine(
     return EngineApart(engine, "process", push, swaps_between_turns=True)
 
 
+def vllm_engine(
+    config: TrainConfig,
+    model: torch.nn.Module,
+    tokenizer: Any,
+    *,
+    version: int,
+    max_batch_size: int,
+) -> EngineApart:
+    """vLLM serving `model`'s weights after `version` updates (see :mod:`.vllm_apart`): started
+    from ``model.name``'s own files, then given the trained weights unless they are still those
+    (a LoRA policy: its adapter, over the base weights)."""
+    from rllm_agents.engines.vllm import VLLMEngine
+    from rllm_agents.engines.vllm_config import VLLMSettings
+
+    from rllm_train.native import vllm_apart
+
+    settings = VLLMSettings.for_this_machine()
+    options = vllm_apart.engine_settings(config, max_batch_size)
+    if settings.on_cpu:
+        split = vllm_apart.split_cores(config)
+        options.setdefault("cpu_cores", split.binding)
+        threads = vllm_apart.trainer_threads(config, split)
+        if threads and next(model.parameters()).device.type == "cpu":
+            torch.set_num_threads(threads)  # the update on the cores vLLM left
+    try:
+        engine = VLLMEngine(config.model.name, tokenizer=tokenizer, settings=settings, **options)
+    except (TypeError, ValueError) as error:  # settings vLLM refuses
+        raise ConfigError(f"rollout.engine=vllm: vLLM refused its settings: {error}") from error
+    lora = config.model.lora_rank > 0
+    pusher = vllm_apart.VLLMPusher(engine, model, lora=lora)
+
+    def push(snapshot: WeightSnapshot) -> None:
+        pusher.push(snapshot.state_dict, snapshot.version)
+
+    apart = EngineApart(engine, "vLLM", push, swaps_between_turns=True)
+    try:
+        if lora and config.model.init_from:
+            pusher.push_base(snapshot_weights(model, version).state_dict, version)
+        if version > 0 or config.model.init_from:
+            apart.push(snapshot_weights(model, version))
+    except BaseException:
+        engine.close()
+        pusher.close()
+        raise
+    return apart
+
+
 def engine_threads(config: TrainConfig) -> int | None:
     """The CPU threads of the engine apart (None: torch's default, every core).
 
@@ -247,6 +301,9 @@ ENGINES_APART: dict[str, Callable[..., EngineApart]] = {
         max_batch_size=config.rollout.engine_slots or batch,
         seed=config.trainer.seed,
         threads=engine_threads(config),
+    ),
+    "vllm": lambda config, model, tokenizer, version, batch, autocast: vllm_engine(
+        config, model, tokenizer, version=version, max_batch_size=batch
     ),
 }
 
