@@ -136,7 +136,11 @@ async def _round(engine: Any, n: int, max_tokens: int, offset: int) -> tuple[int
             for i in range(n)
         )
     )
-    return sum(len(out.completion_ids) for out in outputs), time.perf_counter() - started
+    # llama.cpp's server returns no token ids; it counts them in its usage.
+    tokens = sum(
+        len(out.completion_ids) or out.usage.get("completion_tokens", 0) for out in outputs
+    )
+    return tokens, time.perf_counter() - started
 
 
 async def _first_tokens(engine: Any, n: int, offset: int) -> float:
