@@ -42,8 +42,8 @@ async def test_a_sync_through_the_servers_endpoints(vllm_server_engine, smollm2_
 OWNER = textwrap.dedent(
     """
     import asyncio, time
-    from rllm_agents.engines.vllm import VLLMEngine
-    from rllm_agents.engines.vllm_server import VLLMServer
+    from rllm_agents.engines.vllm.engine import VLLMEngine
+    from rllm_agents.engines.vllm.server import VLLMServer
     from rllm_agents.models import load_model
 
     if __name__ == "__main__":
