@@ -61,22 +61,22 @@ def _local(model: str) -> Any:
 
 
 def _process(model: str) -> Any:
-    from rllm_agents.engines.process import ProcessEngine
+    from rllm_agents.engines.process.engine import ProcessEngine
     from rllm_agents.models import load_model, load_tokenizer
 
     return ProcessEngine(load_model(model), load_tokenizer(model), max_batch_size=256)
 
 
 def _llamacpp(model: str) -> Any:
-    from rllm_agents.engines.llamacpp_server import LlamaCppEngine
+    from rllm_agents.engines.llamacpp.server import LlamaCppEngine
 
     return LlamaCppEngine.start(model)
 
 
 def _llamacpp_batch(model: str) -> Any:
-    from rllm_agents.engines.gguf_retype import f16_copy
-    from rllm_agents.engines.llamacpp_batch import LlamaCppModel
-    from rllm_agents.engines.llamacpp_server import usable_cores
+    from rllm_agents.engines.llamacpp.gguf_retype import f16_copy
+    from rllm_agents.engines.llamacpp.batch import LlamaCppModel
+    from rllm_agents.engines.llamacpp.server import usable_cores
     from rllm_agents.engines.local import LocalEngine
     from rllm_agents.models import load_tokenizer, smollm2_gguf_path
 
@@ -95,13 +95,13 @@ def _vllm_options() -> dict[str, Any]:
 
 
 def _vllm(model: str) -> Any:
-    from rllm_agents.engines.vllm import VLLMEngine
+    from rllm_agents.engines.vllm.engine import VLLMEngine
 
     return VLLMEngine(model, **_vllm_options())
 
 
 def _vllm_server(model: str) -> Any:
-    from rllm_agents.engines.vllm_server import VLLMServerEngine
+    from rllm_agents.engines.vllm.server import VLLMServerEngine
 
     return VLLMServerEngine.start(model, **_vllm_options())
 
@@ -136,7 +136,11 @@ async def _round(engine: Any, n: int, max_tokens: int, offset: int) -> tuple[int
             for i in range(n)
         )
     )
-    return sum(len(out.completion_ids) for out in outputs), time.perf_counter() - started
+    # llama.cpp's server returns no token ids; it counts them in its usage.
+    tokens = sum(
+        len(out.completion_ids) or out.usage.get("completion_tokens", 0) for out in outputs
+    )
+    return tokens, time.perf_counter() - started
 
 
 async def _first_tokens(engine: Any, n: int, offset: int) -> float:

@@ -28,7 +28,7 @@ import time
 import gymnasium as gym
 import rllm_envs  # noqa: F401  (registers rllm/OpenEnded-v0)
 from rllm_agents.engines.base import SamplingParams
-from rllm_agents.engines.llamacpp_server import LlamaCppEngine
+from rllm_agents.engines.llamacpp.server import LlamaCppEngine
 from rllm_agents.rewards import Judge, JudgeCall, JudgeSettings, Turn
 
 RUBRIC = "The reply does what the prompt asks, correctly and in plain words."

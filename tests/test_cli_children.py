@@ -75,7 +75,7 @@ def run_and_kill(command: list[str], marker: str, sig: signal.Signals, ready: Pa
 @pytest.mark.llamacpp
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
 def test_rllm_eval_leaves_no_llamacpp_server(tmp_path, sig):
-    from rllm_agents.engines.llamacpp_server import llamacpp_available
+    from rllm_agents.engines.llamacpp.server import llamacpp_available
 
     require_part(llamacpp_available(), "llama-cpp-python's server is not installed")
     command = [sys.executable, "-m", "rllm_agents.cli.eval", "--env", "rllm/FrozenLake-v0"]

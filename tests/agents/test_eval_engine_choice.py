@@ -15,7 +15,7 @@ from rllm_agents.cli.engine_choice import (
     choose_engine,
 )
 from rllm_agents.cli.eval import EPISODES_PER_SLOT, build_parser, main
-from rllm_agents.engines.llamacpp_server import default_slots, llamacpp_available
+from rllm_agents.engines.llamacpp.server import default_slots, llamacpp_available
 
 from tests.parts import require_part
 

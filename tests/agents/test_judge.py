@@ -12,7 +12,7 @@ import pytest
 import rllm_envs  # noqa: F401 - registers the rllm/* ids
 from rllm_agents.agents import TextAgent
 from rllm_agents.engines.base import SamplingParams
-from rllm_agents.engines.llamacpp_server import free_port
+from rllm_agents.engines.llamacpp.server import free_port
 from rllm_agents.engines.openai import OpenAIEngine
 from rllm_agents.execution import AgentExecutionEngine
 from rllm_agents.rewards import (

@@ -8,7 +8,7 @@ import re
 
 import pytest
 import rllm_envs  # noqa: F401  (registers the rllm/ ids)
-from rllm_agents.engines.llamacpp_server import llamacpp_available
+from rllm_agents.engines.llamacpp.server import llamacpp_available
 from rllm_agents.types import Episode
 from rllm_train import algorithms
 from rllm_train.config import ConfigError, build_config

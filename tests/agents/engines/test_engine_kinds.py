@@ -8,7 +8,7 @@ import sys
 import pytest
 from rllm_agents.engines import ENGINES, make_engine
 from rllm_agents.engines.base import SamplingParams
-from rllm_agents.engines.llamacpp_server import LlamaCppEngine, LlamaCppServer, llamacpp_available
+from rllm_agents.engines.llamacpp.server import LlamaCppEngine, LlamaCppServer, llamacpp_available
 
 from tests.parts import require_part
 from tests.processes import alive

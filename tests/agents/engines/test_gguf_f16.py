@@ -1,4 +1,4 @@
-"""llama.cpp serving the policy at F16 (engines/gguf_retype.py), the way to train against it.
+"""llama.cpp serving the policy at F16 (engines/llamacpp/gguf_retype.py), the way to train against it.
 
 The embedded SmolLM2 GGUF is Q4_1 (steps of ~1e-2 between a block's levels): an update of
 one Adam step at lr 1e-4 (~1e-4 per weight) mostly rounds away when exported at Q4_1, so the
@@ -17,8 +17,8 @@ import asyncio
 import numpy as np
 import pytest
 import torch
-from rllm_agents.engines.gguf_retype import f16_copy
-from rllm_agents.engines.llamacpp_server import LlamaCppEngine, llamacpp_available
+from rllm_agents.engines.llamacpp.gguf_retype import f16_copy
+from rllm_agents.engines.llamacpp.server import LlamaCppEngine, llamacpp_available
 from rllm_agents.engines.weight_sync import PolicyWeights
 from rllm_agents.models import smollm2_gguf_path
 

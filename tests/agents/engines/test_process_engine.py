@@ -21,7 +21,7 @@ import pytest
 import torch
 from rllm_agents.engines.base import ContextOverflow, EngineError, SamplingParams
 from rllm_agents.engines.local import LocalEngine
-from rllm_agents.engines.process import ProcessEngine
+from rllm_agents.engines.process.engine import ProcessEngine
 
 from tests.parts import require_module
 
@@ -138,7 +138,7 @@ def test_errors_come_back_as_their_own_types_and_a_closed_engine_says_so(tiny):
 OWNER = textwrap.dedent(
     """
     import sys
-    from rllm_agents.engines.process import ProcessEngine
+    from rllm_agents.engines.process.engine import ProcessEngine
     from rllm_agents.models import load_model, load_tokenizer
 
     engine = ProcessEngine(load_model("tiny"), load_tokenizer("tiny"), cpu_threads=1)

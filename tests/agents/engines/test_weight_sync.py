@@ -10,7 +10,7 @@ import torch
 from rllm_agents.engines.base import ModelOutput, SamplingParams
 from rllm_agents.engines.local import LocalEngine
 from rllm_agents.engines.packed_weights import WeightsFile, map_file
-from rllm_agents.engines.vllm_policy import weights_to_send
+from rllm_agents.engines.vllm.policy import weights_to_send
 from rllm_agents.engines.weight_sync import (
     POLICY_VERSION,
     PolicyWeights,

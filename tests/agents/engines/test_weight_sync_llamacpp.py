@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 import torch
 from rllm_agents.engines.base import SamplingParams
-from rllm_agents.engines.gguf_export import export_gguf, permute_rotary, read_layout
-from rllm_agents.engines.llamacpp_server import LlamaCppEngine, llamacpp_available
+from rllm_agents.engines.llamacpp.gguf_export import export_gguf, permute_rotary, read_layout
+from rllm_agents.engines.llamacpp.server import LlamaCppEngine, llamacpp_available
 from rllm_agents.engines.weight_sync import PolicyWeights
 
 from tests.parts import require_part

@@ -79,7 +79,7 @@ def choose_engine(
     if not has_gguf(model):
         return EngineChoice(TRANSFORMERS)
     if llamacpp_installed is None:
-        from rllm_agents.engines.llamacpp_server import llamacpp_available
+        from rllm_agents.engines.llamacpp.server import llamacpp_available
 
         llamacpp_installed = llamacpp_available
     if llamacpp_installed() or model not in EMBEDDED_GGUF_MODELS:

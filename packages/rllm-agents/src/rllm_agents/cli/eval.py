@@ -276,12 +276,12 @@ async def make_engine(args: argparse.Namespace) -> ModelSetup:
         if choice.kind == SERVED:
             return ModelSetup(await _served_engine(args), None, choice.kind)
         if choice.kind == LLAMACPP:
-            from rllm_agents.engines.llamacpp_server import LlamaCppEngine
+            from rllm_agents.engines.llamacpp.server import LlamaCppEngine
 
             engine = LlamaCppEngine.start(args.model, slots=args.slots, seed=args.seed)
             return ModelSetup(engine, None, choice.kind)
         if choice.kind == VLLM:
-            from rllm_agents.engines.vllm import VLLMEngine
+            from rllm_agents.engines.vllm.engine import VLLMEngine
 
             engine = VLLMEngine(args.model, seed=args.seed)
             return ModelSetup(engine, engine.tokenizer, choice.kind)

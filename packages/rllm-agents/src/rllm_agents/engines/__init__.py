@@ -2,12 +2,20 @@
 
 The names are also the ``engine_name`` values of ``AgentExecutionEngine``'s keyword form.
 
+Laid out by kind: what every engine shares sits here (``base``, ``sampling``, ``prompting``,
+the event-loop and batching helpers, ``weight_sync``/``packed_weights``, ``child_server``);
+each kind has its module or folder: ``local``, ``openai``, ``process/`` (a transformers copy
+in a child process), ``llamacpp/`` (servers, in-process batches, GGUF export) and ``vllm/``
+(in-process AsyncLLM, its OpenAI server, weight sync, the CPU build's plugin).
+
 Each entry builds one engine kind; heavy modules (torch, vllm) are imported only when that
-kind is made, so listing or choosing engines stays cheap.
+kind is made, so listing or choosing engines stays cheap. The engine classes are importable
+from here too (``from rllm_agents.engines import VLLMEngine``), loaded on first use.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +24,34 @@ from rllm_agents.engines.base import (
     ModelOutput,
     RolloutEngine,
     SamplingParams,
+)
+
+
+def lazy_exports(package: str, where: dict[str, str]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` that imports each name in `where` from its module (relative to
+    `package`) on first use: importing a kind's package loads none of its heavy dependencies,
+    which matters inside vLLM's processes, where only the worker extension is wanted."""
+
+    def __getattr__(name: str) -> Any:
+        try:
+            module = where[name]
+        except KeyError:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}") from None
+        return getattr(importlib.import_module(f"{package}.{module}"), name)
+
+    return __getattr__
+
+
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "LocalEngine": "local",
+        "OpenAIEngine": "openai",
+        "ProcessEngine": "process.engine",
+        "LlamaCppEngine": "llamacpp.server",
+        "VLLMEngine": "vllm.engine",
+        "VLLMServerEngine": "vllm.server",
+    },
 )
 
 
@@ -32,13 +68,13 @@ def _openai(base_url: str, model: str, **kwargs: Any) -> RolloutEngine:
 
 
 def _vllm(model: str, **kwargs: Any) -> RolloutEngine:
-    from rllm_agents.engines.vllm import VLLMEngine
+    from rllm_agents.engines.vllm.engine import VLLMEngine
 
     return VLLMEngine(model, **kwargs)
 
 
 def _llamacpp(model: str = "smollm2", **kwargs: Any) -> RolloutEngine:
-    from rllm_agents.engines.llamacpp_server import LlamaCppEngine
+    from rllm_agents.engines.llamacpp.server import LlamaCppEngine
 
     return LlamaCppEngine.start(model, **kwargs)
 
@@ -64,8 +100,15 @@ def make_engine(kind: str, **kwargs: Any) -> RolloutEngine:
 __all__ = [
     "ENGINES",
     "EngineError",
+    "LlamaCppEngine",
+    "LocalEngine",
     "ModelOutput",
+    "OpenAIEngine",
+    "ProcessEngine",
     "RolloutEngine",
     "SamplingParams",
+    "VLLMEngine",
+    "VLLMServerEngine",
+    "lazy_exports",
     "make_engine",
 ]

@@ -137,7 +137,7 @@ class LocalEngine:
 
         self.model = model.to(device).eval()
         # How batches run on this model: transformers' KV cache (running_batch), unless the
-        # model brings its own (llama.cpp's sequences, engines/llamacpp_batch.py).
+        # model brings its own (llama.cpp's sequences, engines/llamacpp/batch.py).
         self._ops: Any = getattr(self.model, "batch_ops", running_batch)
         # Such a model may run fewer rows at once (llama.cpp's sequence ids): the rest wait.
         self.max_batch_size = min(max_batch_size, getattr(self._ops, "max_rows", max_batch_size))

@@ -9,10 +9,10 @@ after each update:
   model is being updated; weights are swapped in with ``LocalEngine.update_weights``, between
   two batches of decoding, so the copy never serves half-loaded weights.
 * ``rollout.engine=process`` (sync or async): the same LocalEngine in a process of its own
-  (``rllm_agents.engines.process``), so generation has its own interpreter and, on a CPU, its
+  (``rllm_agents.engines.process.engine``), so generation has its own interpreter and, on a CPU, its
   own thread pool beside the update; weights go over in shared memory.
 * ``rollout.engine=llamacpp`` (sync or async): llama.cpp on the CPU, in this process, serving the
-  policy exported to an F16 GGUF after each update (``engines/llamacpp_batch.py``: LocalEngine's
+  policy exported to an F16 GGUF after each update (``engines/llamacpp/batch.py``: LocalEngine's
   scheduling and sampling, llama.cpp's forward passes; the export is loaded between two decoding
   rounds). F16, not the shipped Q4 file: a training step moves weights by far less than a Q4
   quantisation step, so a Q4 export would serve the same policy step after step.
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from rllm_agents.engines.llamacpp_server import usable_cores
+from rllm_agents.engines.llamacpp.server import usable_cores
 from rllm_agents.engines.local import LocalEngine
 from rllm_agents.engines.weight_sync import lora_scalings, merged_state_dict
 
@@ -138,18 +138,18 @@ def llamacpp_engine(
     threads: int | None = None,
 ) -> EngineApart:
     """A LocalEngine whose forward passes run in llama.cpp, in this process, on an F16 copy of
-    the shipped GGUF (``engines/llamacpp_batch.py``: its sequences decode in one batch, and a
+    the shipped GGUF (``engines/llamacpp/batch.py``: its sequences decode in one batch, and a
     finished turn's cells serve the next turn as a prefix), then on `model`'s weights (after
     `version` updates) unless they are still the `shipped` ones. llama.cpp's kernels release
     the interpreter lock, so it decodes beside the update on its own `threads`."""
     try:
-        from rllm_agents.engines.llamacpp_batch import LlamaCppModel
+        from rllm_agents.engines.llamacpp.batch import LlamaCppModel
     except ImportError as exc:  # pragma: no cover - the extra is missing
         raise ConfigError(
             "rollout.engine=llamacpp: llama-cpp-python is not installed: "
             "pip install 'rllm-agents[smollm2]'"
         ) from exc
-    from rllm_agents.engines.gguf_retype import f16_copy
+    from rllm_agents.engines.llamacpp.gguf_retype import f16_copy
     from rllm_agents.models import smollm2_gguf_path
 
     served = LlamaCppModel(
@@ -190,7 +190,7 @@ def process_engine(
 ) -> EngineApart:
     """A LocalEngine in a process of its own (``ProcessEngine``) on `model` as it is now: the
     weights after `version` updates. A LoRA policy is served merged, as llama.cpp serves it."""
-    from rllm_agents.engines.process import ProcessEngine
+    from rllm_agents.engines.process.engine import ProcessEngine
 
     device = next(model.parameters()).device
     engine = ProcessEngine(

@@ -45,7 +45,7 @@ INFO_KEY = "judge"
 
 
 def _llamacpp_engine(section: JudgeConfig, device: str) -> RolloutEngine:
-    from rllm_agents.engines.llamacpp_server import LlamaCppEngine
+    from rllm_agents.engines.llamacpp.server import LlamaCppEngine
 
     return LlamaCppEngine.start(section.model, slots=section.slots or None)
 

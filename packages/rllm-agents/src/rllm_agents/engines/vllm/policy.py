@@ -161,6 +161,8 @@ class PolicyState:
             await self._remove_unused_adapters()
 
     async def _remove_unused_adapters(self) -> None:
+        if not self._settings.enable_lora:
+            return  # vLLM refuses to list adapters it cannot have
         serving = self.current.lora_request.lora_int_id if self.current.lora_request else None
         for lora_id in await self._engine.list_loras():
             if lora_id != serving and self._in_use[lora_id] == 0:

@@ -27,8 +27,8 @@ import httpx
 from rllm_agents.engines.base import EngineError, ModelOutput, SamplingParams
 from rllm_agents.engines.child_server import ChildServer
 from rllm_agents.engines.loop_thread import LoopThread
-from rllm_agents.engines.vllm_config import VLLMSettings, cli_args, environment_for
-from rllm_agents.engines.vllm_front import VLLMFront
+from rllm_agents.engines.vllm.config import VLLMSettings, cli_args, environment_for
+from rllm_agents.engines.vllm.front import VLLMFront
 
 CONTROL_TIMEOUT_S = 600.0  # a pause waits for running requests; a load may take a while
 
@@ -82,7 +82,7 @@ class VLLMServer(ChildServer):
 
     def check(self) -> None:
         if importlib.util.find_spec("vllm") is None:
-            from rllm_agents.engines.vllm import INSTALL_HINT
+            from rllm_agents.engines.vllm.engine import INSTALL_HINT
 
             raise ImportError(f"the vLLM server needs vllm: {INSTALL_HINT}")
 
@@ -143,7 +143,7 @@ class VLLMServerEngine(VLLMFront):
 
     def __init__(self, server: VLLMServer, *, tokenizer: Any = None, timeout: float = 600) -> None:
         from rllm_agents.engines.openai import OpenAIEngine
-        from rllm_agents.engines.vllm_policy import PolicyState
+        from rllm_agents.engines.vllm.policy import PolicyState
         from rllm_agents.models import load_tokenizer
 
         self.server = server

@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-EXTENSION = "rllm_agents.engines.vllm_worker.RllmWorkerExtension"
+EXTENSION = "rllm_agents.engines.vllm.worker.RllmWorkerExtension"
 
 
 class RllmWorkerExtension:
@@ -26,7 +26,7 @@ class RllmWorkerExtension:
         into the model: vLLM renames, fuses and shards them. On the CPU build the layers
         whose weights changed are packed for its kernels again here, not on the next
         request. Returns the count and the seconds each part took."""
-        from rllm_agents.engines.vllm_cpu_reload import repack_stale
+        from rllm_agents.engines.vllm.cpu_reload import repack_stale
 
         started = time.perf_counter()
         weights = self._rllm_mapped(path, table)

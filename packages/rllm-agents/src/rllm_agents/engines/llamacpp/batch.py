@@ -104,7 +104,7 @@ class LlamaCppModel:
     ) -> None:
         import llama_cpp
 
-        from rllm_agents.engines.llamacpp_server import usable_cores
+        from rllm_agents.engines.llamacpp.server import usable_cores
 
         self.threads = threads or usable_cores()
         self.max_sequences = max_sequences
@@ -151,7 +151,7 @@ class LlamaCppModel:
         """Serve these HF-named weights from now on: exported into a GGUF shaped like the
         served one, then loaded in place of it. A name without a GGUF tensor, or a GGUF tensor
         without a weight, raises (``gguf_export``) before anything is replaced."""
-        from rllm_agents.engines.gguf_export import export_gguf, read_layout
+        from rllm_agents.engines.llamacpp.gguf_export import export_gguf, read_layout
 
         del strict  # every GGUF tensor needs a value: partial loads are refused by the export
         if self._layout is None:

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from rllm_agents.engines.vllm_worker import EXTENSION
+from rllm_agents.engines.vllm.worker import EXTENSION
 
 SYNC_PAUSE_MODES = ("wait", "abort", "keep")
 

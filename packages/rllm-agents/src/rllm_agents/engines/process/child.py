@@ -1,6 +1,6 @@
-"""The child side of :class:`~rllm_agents.engines.process.ProcessEngine`.
+"""The child side of :class:`~rllm_agents.engines.process.engine.ProcessEngine`.
 
-Run as ``python -m rllm_agents.engines.process_child``: it reads the owner's listener address
+Run as ``python -m rllm_agents.engines.process.child``: it reads the owner's listener address
 and auth key on stdin, connects, receives its :class:`ChildOptions`, then answers calls with a
 LocalEngine until the owner closes it or goes away.
 """

@@ -11,8 +11,8 @@ against. With ``top_p < 1`` vLLM renormalises them over the kept tokens.
 
 The engine runs on a loop thread of its own (engines/loop_thread.py), so one engine serves
 callers on any event loop. Weights change by name through a worker extension
-(engines/vllm_worker.py) and LoRA adapters load as new adapter versions
-(engines/vllm_policy.py); on vLLM's CPU build the reload plugin (engines/vllm_cpu_reload.py)
+(engines/vllm/worker.py) and LoRA adapters load as new adapter versions
+(engines/vllm/policy.py); on vLLM's CPU build the reload plugin (engines/vllm/cpu_reload.py)
 makes the first possible.
 """
 
@@ -31,8 +31,8 @@ from rllm_agents.engines.base import (
     SamplingParams,
 )
 from rllm_agents.engines.loop_thread import LoopThread
-from rllm_agents.engines.vllm_config import VLLMSettings, engine_environment
-from rllm_agents.engines.vllm_front import VLLMFront
+from rllm_agents.engines.vllm.config import VLLMSettings, engine_environment
+from rllm_agents.engines.vllm.front import VLLMFront
 
 INSTALL_HINT = (
     "pip install 'rllm-agents[vllm]' on a CUDA machine; on a CPU, scripts/setup.sh installs "
@@ -64,7 +64,7 @@ class VLLMEngine(VLLMFront):
         **overrides: Any,
     ) -> None:
         vllm = import_vllm()
-        from rllm_agents.engines.vllm_policy import PolicyState
+        from rllm_agents.engines.vllm.policy import PolicyState
         from rllm_agents.models import load_tokenizer, resolve_model
 
         self.model_dir = str(resolve_model(model))

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rllm_agents.engines.gguf_export import GGUFLayout, export_gguf, read_layout
+from rllm_agents.engines.llamacpp.gguf_export import GGUFLayout, export_gguf, read_layout
 
 
 @dataclass(frozen=True)

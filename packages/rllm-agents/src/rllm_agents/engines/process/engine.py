@@ -256,7 +256,7 @@ def _stop_child(process: subprocess.Popen, connection: Any = None) -> None:
 
 
 def start_child(options: ChildOptions) -> tuple[subprocess.Popen, Any]:
-    """The child process (``python -m rllm_agents.engines.process_child``) and its connection.
+    """The child process (``python -m rllm_agents.engines.process.child``) and its connection.
 
     Started as a module of its own rather than by multiprocessing's ``spawn``, which would
     import the caller's ``__main__`` again in the child (a script without a ``__main__`` guard
@@ -273,7 +273,7 @@ def start_child(options: ChildOptions) -> tuple[subprocess.Popen, Any]:
     listener = Listener(family="AF_UNIX", authkey=authkey)
     try:
         process = subprocess.Popen(
-            [sys.executable, "-m", "rllm_agents.engines.process_child"],
+            [sys.executable, "-m", "rllm_agents.engines.process.child"],
             stdin=subprocess.PIPE,
             preexec_fn=die_with_parent,  # noqa: PLW1509 - kill -9 of this process ends it too
         )

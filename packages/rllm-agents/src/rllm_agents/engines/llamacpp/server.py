@@ -40,7 +40,7 @@ MAX_REMEMBERED_CONVERSATIONS = 4096
 # recently used leave it.
 DEFAULT_PROMPT_CACHE_BYTES = 256 * 2**20
 # What LlamaCppEngine.start(weights=...) serves: the GGUF as given, or its F16 copy
-# (engines/gguf_retype.py), which a trainer's small updates do not round away.
+# (engines/llamacpp/gguf_retype.py), which a trainer's small updates do not round away.
 SERVED_WEIGHTS = ("served", "f16")
 
 
@@ -202,7 +202,7 @@ class LlamaCppEngine:
             raise ValueError(f"llama.cpp slots must be at least 1, got {slots}")
         gguf = None if model == "smollm2" else model
         if weights == "f16":
-            from rllm_agents.engines.gguf_retype import f16_copy
+            from rllm_agents.engines.llamacpp.gguf_retype import f16_copy
             from rllm_agents.models import smollm2_gguf_path
 
             gguf = f16_copy(gguf or smollm2_gguf_path())
@@ -244,7 +244,7 @@ class LlamaCppEngine:
         """Serve these HF weights as policy `version` from every server: one GGUF export
         (llamacpp_sync), then each server restarted on it, on its port. Requests in flight
         fail: sync between rollout phases."""
-        from rllm_agents.engines.llamacpp_sync import (
+        from rllm_agents.engines.llamacpp.sync import (
             SyncTiming,
             export_policy,
             gguf_sync_for,
