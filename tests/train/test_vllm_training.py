@@ -103,6 +103,6 @@ def test_vllm_settings_it_cannot_run_are_refused_before_the_model_loads(tmp_path
 def vllm_dtype() -> str:
     """What vLLM computes the embedded model in here: its CPU build's choice for this CPU, or
     the model's own bfloat16 on a GPU."""
-    from rllm_agents.engines.vllm_config import cpu_dtype
+    from rllm_agents.engines.vllm.config import cpu_dtype
 
     return "bfloat16" if torch.cuda.is_available() else cpu_dtype()

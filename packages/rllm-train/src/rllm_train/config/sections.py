@@ -151,7 +151,7 @@ class RolloutConfig:
     # cores; llamacpp every core; vllm every core in sync mode, half the cores in async mode,
     # the update then held to the other half unless trainer.cpu_threads says otherwise)
     engine_threads: int = 0
-    # vllm: settings of the engine (rllm_agents.engines.vllm_config.VLLMSettings keywords, e.g.
+    # vllm: settings of the engine (rllm_agents.engines.vllm.config.VLLMSettings keywords, e.g.
     # rollout.engine_options.dtype=bfloat16, .kv_cache_gib=1, .sync_pause=keep; other names
     # go to vLLM's engine arguments). sync_pause is what a weight push does to the requests
     # running when it comes, i.e. with partial_rollouts: wait (they finish on the old weights),

@@ -232,7 +232,7 @@ def _check_engine_options(config: TrainConfig) -> None:
             "rollout.engine_options: settings of rollout.engine=vllm, got rollout.engine="
             f"{config.rollout.engine}"
         )
-    from rllm_agents.engines.vllm_config import VLLMSettings
+    from rllm_agents.engines.vllm.config import VLLMSettings
 
     try:  # the settings' own checks (sync_pause, kv_cache_gib); other names go to vLLM
         VLLMSettings().replace(**options)

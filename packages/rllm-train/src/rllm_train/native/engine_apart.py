@@ -16,7 +16,7 @@ after each update:
   scheduling and sampling, llama.cpp's forward passes; the export is loaded between two decoding
   rounds). F16, not the shipped Q4 file: a training step moves weights by far less than a Q4
   quantisation step, so a Q4 export would serve the same policy step after step.
-* ``rollout.engine=vllm`` (sync or async): vLLM (``rllm_agents.engines.vllm``), its engine core
+* ``rollout.engine=vllm`` (sync or async): vLLM (``rllm_agents.engines.vllm.engine``), its engine core
   and worker in processes of their own, on cores split from the update's in async mode; full
   weights, or a LoRA policy's adapter, loaded by name after each update (:mod:`.vllm_apart`).
 
@@ -224,8 +224,8 @@ def vllm_engine(
     """vLLM serving `model`'s weights after `version` updates (see :mod:`.vllm_apart`): started
     from ``model.name``'s own files, then given the trained weights unless they are still those
     (a LoRA policy: its adapter, over the base weights)."""
-    from rllm_agents.engines.vllm import VLLMEngine
-    from rllm_agents.engines.vllm_config import VLLMSettings
+    from rllm_agents.engines.vllm.engine import VLLMEngine
+    from rllm_agents.engines.vllm.config import VLLMSettings
 
     from rllm_train.native import vllm_apart
 

@@ -80,7 +80,7 @@ def check_vllm_config(config: TrainConfig) -> None:
     build has no kernel for, an adapter rank above what it serves."""
     from importlib.util import find_spec
 
-    from rllm_agents.engines.vllm import INSTALL_HINT
+    from rllm_agents.engines.vllm.engine import INSTALL_HINT
     from rllm_agents.models import resolve_model
 
     from rllm_train.verl.spec import VLLM_CPU_HEAD_SIZES, VLLM_MAX_LORA_RANK, attention_head_size
