@@ -14,6 +14,10 @@ and overrides; only the rollout settings differ:
     sync-llamacpp   rollout.mode=sync  rollout.engine=llamacpp  (llama.cpp generates in one batch;
                                                                  an F16 export after each update)
     async-llamacpp  rollout.mode=async rollout.engine=llamacpp
+    sync-vllm       rollout.mode=sync  rollout.engine=vllm      (vLLM, its CPU build on a CPU, in
+                                                                 processes of its own, every core)
+    async-vllm      rollout.mode=async rollout.engine=vllm      (vLLM on half the cores, the update
+                                                                 on the other half)
 
 Printed per side: samples/s (episodes trained on per second of the training loop: the steps'
 wall time, validation and start-up left out, and the first and last step too, given 4 or more:
@@ -71,6 +75,9 @@ SIDES = {
         f"rollout.engine_threads={ENGINE_CORES}",
         f"trainer.cpu_threads={max(1, CORES - ENGINE_CORES)}",
     ],
+    # vLLM splits the cores itself in async mode (half each) and takes them all in sync mode.
+    "sync-vllm": ["rollout.mode=sync", "rollout.engine=vllm"],
+    "async-vllm": ["rollout.mode=async", "rollout.engine=vllm"],
 }
 DEFAULT_SIDES = ("sync", "async", "async-process", "sync-llamacpp", "async-llamacpp")
 
