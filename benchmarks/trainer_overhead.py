@@ -53,7 +53,7 @@ from types import ModuleType
 
 import torch
 from rllm_train.config import build_config
-from rllm_train.native.sampler import ExecutionSampler, Rollout
+from rllm_train.native.sampler import ExecutionSampler, PolicyServing, Rollout
 from rllm_train.native.trainer import NativeTrainer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -496,12 +496,12 @@ def compare_rollouts(trainer: NativeTrainer, steps: int, repeats: int, before) -
     ours = trainer.sampler
     samplers = {"lockstep": ours}
     samplers["async"] = ExecutionSampler(
-        ours.model,
-        ours.tokenizer,
+        PolicyServing.on_model(
+            ours.model, ours.tokenizer, max_batch_size=ours.engine.max_batch_size
+        ),
         ours.env_factory,
         ours.agent_factory,
         replace(ours.limits, dispatch="async"),
-        max_batch_size=ours.engine.max_batch_size,
     )
     if before is not None:
         samplers["before"] = before

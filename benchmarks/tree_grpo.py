@@ -53,7 +53,7 @@ from rllm_envs.frozenlake.board import parse_board
 from rllm_envs.frozenlake.solver import MOVE_NAMES, shortest_path
 from rllm_train.config import build_config
 from rllm_train.native.models import load_policy, pick_device
-from rllm_train.native.sampler import ExecutionSampler, RolloutLimits
+from rllm_train.native.sampler import ExecutionSampler, PolicyServing, RolloutLimits
 from rllm_train.native.tree import TreeSampler
 
 MOVES = ("Down", "Right", "Left", "Up")
@@ -162,19 +162,18 @@ def run_setting(env_kwargs: dict, args: argparse.Namespace, model, tokenizer, en
     )
     seeds = [int(s) for s in np.random.default_rng(args.seed).integers(0, 2**31 - 1, args.groups)]
     repeated = [seed for seed in seeds for _ in range(size)]
-    common = dict(
-        model=model,
-        tokenizer=tokenizer,
-        env_factory=lambda: gym.make("rllm/FrozenLake-v0", **env_kwargs),
-        agent_factory=FrozenLakeAgent,
-        limits=limits,
-        max_batch_size=len(repeated),
-    )
-    samplers = {"plain": ExecutionSampler(**common, engine=engine)}
+
+    def serving() -> PolicyServing:
+        """A side's policy: the scripted engine, shared by every side, or a LocalEngine of the
+        side's own on the model."""
+        if engine is not None:
+            return PolicyServing(model, tokenizer, engine)
+        return PolicyServing.on_model(model, tokenizer, max_batch_size=len(repeated))
+
+    play = (lambda: gym.make("rllm/FrozenLake-v0", **env_kwargs), FrozenLakeAgent, limits)
+    samplers = {"plain": ExecutionSampler(serving(), *play)}
     for turn in args.branch_turns:
-        samplers[f"tree@{turn}"] = TreeSampler(
-            **common, branches=size, branch_turns=[turn], engine=engine
-        )
+        samplers[f"tree@{turn}"] = TreeSampler(serving(), *play, branches=size, branch_turns=[turn])
     sides = {}
     for name, sampler in samplers.items():
         started = time.perf_counter()

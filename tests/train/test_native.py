@@ -16,7 +16,7 @@ from rllm_train.cli import main
 from rllm_train.config import ConfigError, build_config
 from rllm_train.native.batch import episodes_to_sequences
 from rllm_train.native.models import load_policy
-from rllm_train.native.sampler import ExecutionSampler, RolloutLimits
+from rllm_train.native.sampler import ExecutionSampler, PolicyServing, RolloutLimits
 from rllm_train.native.trainer import NativeTrainer
 
 from tests.train import reply_length
@@ -77,12 +77,10 @@ def frozenlake_sampler(model_name: str, **limits) -> ExecutionSampler:
         build_config(overrides={"model.name": model_name}).model, torch.device("cpu")
     )
     return ExecutionSampler(
-        model,
-        tokenizer,
+        PolicyServing.on_model(model, tokenizer, max_batch_size=8),
         lambda: gym.make("rllm/FrozenLake-v0"),
         agent_for_env("rllm/FrozenLake-v0"),
         RolloutLimits(**limits),
-        max_batch_size=8,
     )
 
 

@@ -32,6 +32,7 @@ from rllm_train.native.engine_apart import snapshot_weights, start_engine_apart
 from rllm_train.native.sampler import (
     EpisodeSampler,
     ExecutionSampler,
+    PolicyServing,
     Rollout,
     RolloutLimits,
     rollout_executor,
@@ -70,21 +71,28 @@ class SamplerParts:
         rollout = self.config.rollout
         return max(rollout.tasks_per_step * rollout.n, self.config.trainer.val_tasks)
 
+    def serving(self, max_batch_size: int | None = None) -> PolicyServing:
+        """The trained model served by a LocalEngine on itself, with a batch of
+        `max_batch_size` (None: :attr:`max_batch_size`)."""
+        return PolicyServing.on_model(
+            self.model,
+            self.tokenizer,
+            max_batch_size=max_batch_size or self.max_batch_size,
+            autocast_dtype=self.autocast_dtype,
+        )
+
 
 # -- the samplers ------------------------------------------------------------------------------
-def execution_sampler(parts: SamplerParts, engine: Any = None) -> ExecutionSampler:
+def execution_sampler(parts: SamplerParts, apart: Any = None) -> ExecutionSampler:
+    """The plain sampler: over the trained model itself, its episodes run where
+    ``rollout.executor`` says; or over `apart`, an engine apart from the model, run inline."""
+    if apart is None:
+        serving = parts.serving()
+        executor = rollout_executor(parts.config.rollout, parts.config.env)
+    else:
+        serving, executor = PolicyServing(parts.model, parts.tokenizer, apart), "inline"
     return ExecutionSampler(
-        parts.model,
-        parts.tokenizer,
-        parts.env_factory,
-        parts.agent_factory,
-        parts.limits,
-        max_batch_size=parts.max_batch_size,
-        autocast_dtype=parts.autocast_dtype,
-        executor=rollout_executor(parts.config.rollout, parts.config.env)
-        if engine is None
-        else "inline",
-        engine=engine,
+        serving, parts.env_factory, parts.agent_factory, parts.limits, executor=executor
     )
 
 
@@ -93,30 +101,24 @@ def program_sampler(parts: SamplerParts) -> EpisodeSampler:
 
     program = parts.config.program
     return ProgramSampler(
-        parts.model,
-        parts.tokenizer,
+        parts.serving(),
         parts.program,
         parts.env_factory,
         parts.limits,
-        max_batch_size=parts.max_batch_size,
         timeout=program.timeout or None,
         retries=program.retries,
-        autocast_dtype=parts.autocast_dtype,
     )
 
 
 def multiagent_sampler(parts: SamplerParts) -> EpisodeSampler:
-    from rllm_train.native.multiagent_sampler import MultiAgentSampler
+    from rllm_train.native.multiagent_sampler import MultiAgentSampler, seat_batch
 
     return MultiAgentSampler(
-        parts.model,
-        parts.tokenizer,
+        parts.serving(seat_batch(parts.max_batch_size, parts.multiagent)),
         parts.multiagent,
         parts.agent_factory,
         parts.limits,
         frozen=parts.frozen_players,
-        max_batch_size=parts.max_batch_size,
-        autocast_dtype=parts.autocast_dtype,
         env_factory=parts.env_factory,
     )
 
@@ -125,15 +127,12 @@ def tree_sampler(parts: SamplerParts) -> EpisodeSampler:
     from rllm_train.native.tree import TreeSampler
 
     return TreeSampler(
-        parts.model,
-        parts.tokenizer,
+        parts.serving(),
         parts.env_factory,
         parts.agent_factory,
         parts.limits,
         branches=parts.config.rollout.n,
         branch_turns=parts.config.rollout.tree.branch_turns,
-        max_batch_size=parts.max_batch_size,
-        autocast_dtype=parts.autocast_dtype,
     )
 
 
@@ -306,7 +305,7 @@ class PlayedAhead:
             autocast_dtype=parts.autocast_dtype,
         )
         self.planner = planner
-        self.sampler = execution_sampler(parts, engine=apart.engine)
+        self.sampler = execution_sampler(parts, apart=apart.engine)
         rollout = config.rollout
         try:
             self.play_ahead = PlayAhead(

@@ -34,48 +34,50 @@ from rllm_agents.types import Episode
 from rllm_train.native.batch import trainable, usable
 from rllm_train.native.multiagent_setup import TRAINED, MultiAgentSetup
 from rllm_train.native.opponents import FrozenModel
-from rllm_train.native.sampler import Rollout, RolloutLimits, ServingSampler, timed_rollout
+from rllm_train.native.sampler import (
+    PolicyServing,
+    Rollout,
+    RolloutLimits,
+    ServingSampler,
+    timed_rollout,
+)
 
 RETRIES = 1  # a game that errors (a model or env exception) is played once more, then dropped
 
 
+def seat_batch(max_batch_size: int, setup: MultiAgentSetup) -> int:
+    """The batch of a game's engines when `max_batch_size` games run at once: turn-based games
+    ask one seat at a time, phased ones (solver-judge) several at once."""
+    return max_batch_size * len(setup.seats)
+
+
 class MultiAgentSampler(ServingSampler):
-    """Games of `setup`'s env with its seatings (see the module docstring)."""
+    """Games of `setup`'s env with its seatings (see the module docstring). `serving` serves
+    the trained seats, with a batch of :func:`seat_batch`; each frozen model gets a LocalEngine
+    of its own, served as the trained model is (device, batch, autocast)."""
 
     def __init__(
         self,
-        model: Any,
-        tokenizer: Any,
+        serving: PolicyServing,
         setup: MultiAgentSetup,
         agent_factory: Callable[[], BaseAgent],
         limits: RolloutLimits,
         *,
         frozen: dict[str, FrozenModel],
-        max_batch_size: int,
-        autocast_dtype: Any = None,
         env_factory: Callable[[], Any] | None = None,
     ) -> None:
-        # Turn-based games ask one seat at a time, phased ones (solver-judge) several at once.
-        batch = max_batch_size * len(setup.seats)
-        super().__init__(
-            model,
-            tokenizer,
-            env_factory or setup.env_factory,  # makes the env's parallel form
-            limits,
-            max_batch_size=batch,
-            autocast_dtype=autocast_dtype,
-        )
+        super().__init__(serving, env_factory or setup.env_factory, limits)  # parallel form
         self.setup = setup
         self.agent_factory = agent_factory
-        device = str(next(model.parameters()).device)
+        device = str(next(serving.model.parameters()).device)
         self.frozen = {
             name: (
                 LocalEngine(
                     other.model,
                     other.tokenizer,
                     device=device,
-                    max_batch_size=batch,
-                    autocast_dtype=autocast_dtype,
+                    max_batch_size=serving.engine.max_batch_size,
+                    autocast_dtype=serving.engine.autocast_dtype,
                 ),
                 other.tokenizer,
             )

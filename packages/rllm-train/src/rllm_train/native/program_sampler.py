@@ -24,7 +24,13 @@ from typing import Any
 
 from rllm_agents.programs import AgentProgram, ProgramExecutionEngine
 
-from rllm_train.native.sampler import Rollout, RolloutLimits, ServingSampler, timed_rollout
+from rllm_train.native.sampler import (
+    PolicyServing,
+    Rollout,
+    RolloutLimits,
+    ServingSampler,
+    timed_rollout,
+)
 
 
 class ProgramSampler(ServingSampler):
@@ -32,25 +38,15 @@ class ProgramSampler(ServingSampler):
 
     def __init__(
         self,
-        model: Any,
-        tokenizer: Any,
+        serving: PolicyServing,
         program: AgentProgram,
         env_factory: Callable[[], Any],
         limits: RolloutLimits,
         *,
-        max_batch_size: int,
         timeout: float | None,
         retries: int,
-        autocast_dtype: Any = None,
     ) -> None:
-        super().__init__(
-            model,
-            tokenizer,
-            env_factory,
-            limits,
-            max_batch_size=max_batch_size,
-            autocast_dtype=autocast_dtype,
-        )
+        super().__init__(serving, env_factory, limits)
         self.program = program
         self.timeout = timeout
         self.retries = retries

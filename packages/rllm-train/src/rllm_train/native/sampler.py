@@ -78,23 +78,35 @@ class RolloutLimits:
         )
 
 
-def serving_engine(
-    model: Any, tokenizer: Any, *, max_batch_size: int, autocast_dtype: Any = None
-) -> LocalEngine:
-    """A LocalEngine on `model` itself, on its device: no copy, so every rollout samples from
-    the weights as the last update left them."""
-    engine = LocalEngine(
-        model,
-        tokenizer,
-        device=str(next(model.parameters()).device),
-        max_batch_size=max_batch_size,
-        autocast_dtype=autocast_dtype,
-    )
-    # Its weights are the trainer's, whatever their version: samples carry none, and the
-    # trainer takes them to be from the weights it trains (a version of its own, never
-    # updated, would claim the starting weights).
-    engine.policy_version = None
-    return engine
+@dataclass(frozen=True)
+class PolicyServing:
+    """What serves the trained policy to a sampler: the model, its tokenizer, and the engine
+    that samples from it - a LocalEngine on the model itself (:meth:`on_model`), or an engine
+    apart from it (a synced copy, llama.cpp, vLLM: :mod:`.engine_apart`). The sampler given it
+    owns the engine and closes it."""
+
+    model: Any
+    tokenizer: Any
+    engine: Any
+
+    @classmethod
+    def on_model(
+        cls, model: Any, tokenizer: Any, *, max_batch_size: int, autocast_dtype: Any = None
+    ) -> PolicyServing:
+        """A LocalEngine on `model` itself, on its device: no copy, so every rollout samples
+        from the weights as the last update left them."""
+        engine = LocalEngine(
+            model,
+            tokenizer,
+            device=str(next(model.parameters()).device),
+            max_batch_size=max_batch_size,
+            autocast_dtype=autocast_dtype,
+        )
+        # Its weights are the trainer's, whatever their version: samples carry none, and the
+        # trainer takes them to be from the weights it trains (a version of its own, never
+        # updated, would claim the starting weights).
+        engine.policy_version = None
+        return cls(model, tokenizer, engine)
 
 
 def busy_seconds(engines: Sequence[Any]) -> float | None:
@@ -126,28 +138,27 @@ def timed_rollout(engines: Sequence[Any], play: Callable[[], list[Episode]]) -> 
 
 
 class ServingSampler:
-    """What every native sampler is made of: the trained model, served by a ``LocalEngine`` on
-    the model itself (or by `engine` when one is given, which the sampler then owns and
-    closes), the env factory and the rollout limits."""
+    """What every native sampler is made of: the policy as `serving` serves it (the sampler
+    owns its engine and closes it), the env factory and the rollout limits."""
 
     def __init__(
-        self,
-        model: Any,
-        tokenizer: Any,
-        env_factory: Callable[[], Any],
-        limits: RolloutLimits,
-        *,
-        max_batch_size: int,
-        autocast_dtype: Any = None,
-        engine: Any = None,
+        self, serving: PolicyServing, env_factory: Callable[[], Any], limits: RolloutLimits
     ) -> None:
-        self.model = model
-        self.tokenizer = tokenizer
+        self.serving = serving
         self.env_factory = env_factory
         self.limits = limits
-        self.engine = engine or serving_engine(
-            model, tokenizer, max_batch_size=max_batch_size, autocast_dtype=autocast_dtype
-        )
+
+    @property
+    def model(self) -> Any:
+        return self.serving.model
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.serving.tokenizer
+
+    @property
+    def engine(self) -> Any:
+        return self.serving.engine
 
     def serve(self) -> None:
         """Before sampling: the trainer leaves the model in train mode after an update."""
@@ -159,32 +170,20 @@ class ServingSampler:
 
 
 class ExecutionSampler(ServingSampler):
-    """Episodes through ``AgentExecutionEngine`` over a ``LocalEngine`` on `model` (module doc),
-    or over `engine` when one is given (an engine apart from the trained model: a synced copy,
-    llama.cpp; :mod:`.engine_apart`)."""
+    """Episodes through ``AgentExecutionEngine`` over the engine `serving` names: a
+    ``LocalEngine`` on the trained model (module doc), or an engine apart from it (a synced
+    copy, llama.cpp; :mod:`.engine_apart`)."""
 
     def __init__(
         self,
-        model: Any,
-        tokenizer: Any,
+        serving: PolicyServing,
         env_factory: Callable[[], gym.Env],
         agent_factory: Callable[[], BaseAgent],
         limits: RolloutLimits,
         *,
-        max_batch_size: int,
-        autocast_dtype: Any = None,
         executor: Any = "inline",
-        engine: Any = None,
     ) -> None:
-        super().__init__(
-            model,
-            tokenizer,
-            env_factory,
-            limits,
-            max_batch_size=max_batch_size,
-            autocast_dtype=autocast_dtype,
-            engine=engine,
-        )
+        super().__init__(serving, env_factory, limits)
         self.agent_factory = agent_factory
         self.executor = resolve_executor(executor)
 

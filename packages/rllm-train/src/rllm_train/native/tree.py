@@ -46,7 +46,13 @@ from rllm_envs.core.snapshots import (
 )
 
 from rllm_train.config import ConfigError, TrainConfig
-from rllm_train.native.sampler import ExecutionSampler, Rollout, RolloutLimits, ServingSampler
+from rllm_train.native.sampler import (
+    ExecutionSampler,
+    PolicyServing,
+    Rollout,
+    RolloutLimits,
+    ServingSampler,
+)
 
 PLACE_KEY = "rllm.tree"  # in a task row: the episode's place in the tree (stripped by the env)
 BRANCH_INFO = "rllm.tree_branch"  # in reset's info: the trunk whose branch point this starts at
@@ -244,31 +250,19 @@ class TreeSampler(ServingSampler):
 
     def __init__(
         self,
-        model: Any,
-        tokenizer: Any,
+        serving: PolicyServing,
         env_factory: Callable[[], gym.Env],
         agent_factory: Callable[[], BaseAgent],
         limits: RolloutLimits,
         *,
         branches: int,
         branch_turns: Sequence[int],
-        max_batch_size: int,
-        autocast_dtype: Any = None,
-        engine: Any = None,
     ) -> None:
         if not branch_turns or not all(0 <= turn < limits.max_turns for turn in branch_turns):
             raise ValueError(
                 f"branch turns must lie in 0..{limits.max_turns - 1}, got {list(branch_turns)}"
             )
-        super().__init__(
-            model,
-            tokenizer,
-            env_factory,
-            limits,
-            max_batch_size=max_batch_size,
-            autocast_dtype=autocast_dtype,
-            engine=engine,
-        )
+        super().__init__(serving, env_factory, limits)
         self.agent_factory = agent_factory
         self.branches = branches
         self.branch_turns = list(branch_turns)
@@ -352,13 +346,10 @@ class TreeSampler(ServingSampler):
     ) -> Rollout:
         """One phase's episodes, on the plain sampler's path with the tree's wrappers."""
         player = ExecutionSampler(
-            self.model,
-            self.tokenizer,
+            self.serving,  # shared: the phase's sampler is not closed
             lambda: BranchingEnv(self.env_factory(), store),
             lambda: TreeAgent(self.agent_factory(), store),
             dataclasses.replace(self.limits, max_turns=max_turns),
-            max_batch_size=len(jobs),
-            engine=self.engine,  # shared: the phase's sampler is not closed
         )
         rows = [{**(block.row or {}), PLACE_KEY: place} for block, place in jobs]
         seeds = [block.seed for block, _ in jobs]
