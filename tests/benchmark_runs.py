@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -20,3 +22,13 @@ def run_benchmark(script: str, *args: str, timeout: float = 300) -> subprocess.C
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     return result
+
+
+def benchmark_module(name: str) -> ModuleType:
+    """`benchmarks/<name>.py` as a module, without putting that folder on sys.path (registered
+    under its name: dataclasses look their module up there)."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module

@@ -5,7 +5,6 @@ figures of the others, nor leave its processes running into the next side."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 import textwrap
@@ -14,16 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.benchmark_runs import REPO
-
-
-def benchmark_module(name: str):
-    """A script of `benchmarks/` as a module, without putting that folder on sys.path."""
-    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
+from tests.benchmark_runs import benchmark_module
 
 run_training = benchmark_module("verl_vs_native").run_training
 

@@ -74,9 +74,9 @@ def test_async_training_on_vllm_syncs_weights_and_corrects_for_the_engine(tmp_pa
     # Step 3 is played by the weights after one update and trained on those after two: the
     # gap is that update's, far above rounding, and the weights vLLM held were really synced
     # (an engine still on the starting weights would lag two updates, not one).
-    assert one_behind["rollout_corr/logprob_gap_mean"] > same_weights[
-        "rollout_corr/logprob_gap_mean"
-    ]
+    assert (
+        one_behind["rollout_corr/logprob_gap_mean"] > same_weights["rollout_corr/logprob_gap_mean"]
+    )
 
 
 def test_vllm_settings_it_cannot_run_are_refused_before_the_model_loads(tmp_path, monkeypatch):

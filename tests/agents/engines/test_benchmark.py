@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
-BENCHMARKS = Path(__file__).parents[3] / "benchmarks"
-
-
-def _load_benchmark(name: str = "engine_throughput"):
-    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+from tests.benchmark_runs import benchmark_module
 
 
 def test_agent_throughput_harness_runs(capsys):
-    report = _load_benchmark().main(
+    report = benchmark_module("engine_throughput").main(
         ["--skip-local", "--parallel", "1,8", "--latency", "0.1", "--turns", "2", "--rounds", "1",
          "--episodes-per-agent", "2", "--clients", "aiohttp+uvloop,aiohttp",
          "--eval-parallel", "8", "--eval-latency", "0.2", "--eval-rounds", "1"]
@@ -50,7 +39,7 @@ def test_agent_throughput_harness_runs(capsys):
 def test_engine_sides_benchmark_runs_in_tiny_mode(tmp_path, capsys):
     """benchmarks/engines.py: each side in a child process, every concurrency measured, the
     weight sync timed, the table printed (the tiny model; local and process engines)."""
-    results = _load_benchmark("engines").main(
+    results = benchmark_module("engines").main(
         ["--model", "tiny", "--sides", "local,process", "--concurrency", "1,4",
          "--max-tokens", "4", "--json", str(tmp_path / "engines.json")]
     )  # fmt: skip

@@ -224,8 +224,8 @@ def vllm_engine(
     """vLLM serving `model`'s weights after `version` updates (see :mod:`.vllm_apart`): started
     from ``model.name``'s own files, then given the trained weights unless they are still those
     (a LoRA policy: its adapter, over the base weights)."""
-    from rllm_agents.engines.vllm.engine import VLLMEngine
     from rllm_agents.engines.vllm.config import VLLMSettings
+    from rllm_agents.engines.vllm.engine import VLLMEngine
 
     from rllm_train.native import vllm_apart
 
