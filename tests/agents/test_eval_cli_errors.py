@@ -118,7 +118,7 @@ def test_unimportable_env_module_and_server_options(capsys):
         [*LAKE, "--base-url", "http://127.0.0.1:9/v1", "--engine", "transformers"],
         "not allowed with argument",
     )
-    assert_main_fails(capsys, [*LAKE, "--engine", "vllm"], "--engine", "llamacpp")
+    assert_main_fails(capsys, [*LAKE, "--engine", "sglang"], "--engine", "vllm")
     assert_main_fails(
         capsys, [*LAKE, "--model", "tiny", "--slots", "2"], "--slots", "only the llama.cpp"
     )
