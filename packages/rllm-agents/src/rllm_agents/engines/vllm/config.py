@@ -109,14 +109,17 @@ class VLLMSettings:
 
 def cli_args(engine_args: dict[str, Any]) -> list[str]:
     """`engine_args` as ``vllm serve`` flags: ``--max-model-len 2048``, ``--enforce-eager``
-    for True, nothing for False or None."""
+    for True, ``--no-enable-chunked-prefill`` for False (vLLM's negation of a switch; dropping
+    the flag instead would leave a switch that is on by default on), nothing for None."""
     flags: list[str] = []
     for name, value in engine_args.items():
-        flag = "--" + name.replace("_", "-")
+        flag = name.replace("_", "-")
         if value is True:
-            flags.append(flag)
-        elif value is not None and value is not False:
-            flags += [flag, str(value)]
+            flags.append(f"--{flag}")
+        elif value is False:
+            flags.append(f"--no-{flag}")
+        elif value is not None:
+            flags += [f"--{flag}", str(value)]
     return flags
 
 
