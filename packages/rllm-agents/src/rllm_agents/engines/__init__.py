@@ -15,9 +15,10 @@ from here too (``from rllm_agents.engines import VLLMEngine``), loaded on first 
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from typing import Any
+
+from rllm_envs.core.loading import load_attr
 
 from rllm_agents.engines.base import (
     EngineError,
@@ -37,7 +38,7 @@ def lazy_exports(package: str, where: dict[str, str]) -> Callable[[str], Any]:
             module = where[name]
         except KeyError:
             raise AttributeError(f"module {package!r} has no attribute {name!r}") from None
-        return getattr(importlib.import_module(f"{package}.{module}"), name)
+        return load_attr(f"{package}.{module}:{name}", "engine")
 
     return __getattr__
 

