@@ -75,7 +75,9 @@ def test_the_agent_is_made_with_every_argument_in_order():
 
 
 def test_a_bad_agent_or_env_class_is_named_at_once():
-    with pytest.raises(ConfigError, match="env.agent: cannot load 'no_such_pkg:Agent'"):
+    with pytest.raises(
+        ConfigError, match="env.agent 'no_such_pkg:Agent': cannot import 'no_such_pkg'"
+    ):
         agent_spec(build_config(overrides={"env.agent": "no_such_pkg:Agent"}).env)
     with pytest.raises(ConfigError, match="must be written 'package.module:ClassName'"):
         EnvSpec("x", entry_point="NoColon").make()
