@@ -79,7 +79,7 @@ def test_a_bad_agent_or_env_class_is_named_at_once():
         ConfigError, match="env.agent 'no_such_pkg:Agent': cannot import 'no_such_pkg'"
     ):
         agent_spec(build_config(overrides={"env.agent": "no_such_pkg:Agent"}).env)
-    with pytest.raises(ConfigError, match="must be written 'package.module:ClassName'"):
+    with pytest.raises(ConfigError, match="env.entry_point 'NoColon': not of the form module:name"):
         EnvSpec("x", entry_point="NoColon").make()
 
 
