@@ -15,6 +15,7 @@ from rllm_agents.chat.tito import encode, render_prompt_ids
 from rllm_agents.engines.openai import OpenAIEngine
 from rllm_agents.gateway import Gateway, build_sequences
 
+from tests.agents.gateway.clients import client_for
 from tests.parts import require_module
 
 openai = require_module("openai", "the openai package (a dev dependency)")
@@ -62,10 +63,6 @@ async def llama_gateway(llamacpp_server, smollm2_tokenizer):
             yield gateway
     finally:
         await engine.aclose()
-
-
-def client_for(session):
-    return openai.AsyncOpenAI(base_url=session.base_url, api_key=session.api_key, max_retries=0)
 
 
 async def test_tool_calls_come_back_parsed_and_recorded(llama_gateway, smollm2_tokenizer):

@@ -9,17 +9,12 @@ from rllm_agents.chat.tito import render_prompt_ids
 from rllm_agents.engines.base import SamplingParams
 from rllm_agents.gateway import SESSION_HEADER, Gateway, build_sequences
 
+from tests.agents.gateway.clients import client_for
 from tests.parts import require_module
 
 openai = require_module("openai", "the openai package (a dev dependency)")
 
 SYSTEM = {"role": "system", "content": "You are terse."}
-
-
-def client_for(session, **kwargs):
-    return openai.AsyncOpenAI(
-        base_url=session.base_url, api_key=session.api_key, max_retries=0, **kwargs
-    )
 
 
 def ids_of(choice) -> list[int]:

@@ -9,6 +9,7 @@ import pytest
 from rllm_agents.chat.tito import render_prompt_ids
 from rllm_agents.gateway import Gateway, build_sequences
 
+from tests.agents.gateway.clients import client_for
 from tests.parts import require_module
 
 openai = require_module("openai", "the openai package (a dev dependency)")
@@ -22,10 +23,6 @@ SYSTEM = {"role": "system", "content": "You are terse."}
 async def vllm_gateway(vllm_engine):
     async with Gateway(vllm_engine) as gateway:
         yield gateway
-
-
-def client_for(session):
-    return openai.AsyncOpenAI(base_url=session.base_url, api_key=session.api_key, max_retries=0)
 
 
 async def test_a_chat_call_records_what_vllm_sampled(vllm_gateway, vllm_engine):
