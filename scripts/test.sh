@@ -10,8 +10,16 @@ bash scripts/setup.sh
 source .venv/bin/activate
 bash scripts/services.sh
 
+# Two workers on two cores: most tests wait on a container, a browser or a child process, so
+# a second test runs meanwhile. Groups keep a module's fixtures, and tests that share a
+# costly server, on one worker (tests/scheduling.py). RLLM_TEST_WORKERS=0 runs in one process.
+workers="${RLLM_TEST_WORKERS:-2}"
+spread=()
+if [ "$workers" != "0" ]; then
+    spread=(-n "$workers" --dist loadscope --no-loadscope-reorder)
+fi
 status=0
-python -m pytest "$@" || status=$?
+python -m pytest "${spread[@]}" "$@" || status=$?
 # pytest exits 5 when it collected no tests: a valid outcome for a filtered run, not a failure.
 if [ "$status" -eq 5 ]; then status=0; fi
 if [ "$status" -ne 0 ]; then exit "$status"; fi

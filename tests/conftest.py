@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
+
+from tests.scheduling import (
+    DURATIONS_VARIABLE,
+    DurationRecorder,
+    group_scheduling,
+    load_durations,
+    longest_first,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -11,3 +22,24 @@ def _isolated_dirs(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("RLLM_DATASETS_DIR", str(tmp_path_factory.mktemp("datasets")))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+
+
+# -- spreading the suite over pytest-xdist's workers (tests/scheduling.py) -------------------
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # optional: a run without xdist
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") == "loadscope":
+        return group_scheduling(config, log)
+    return None  # any other mode as xdist has it
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_finish(session):
+    # After pytest ordered the tests by fixture scope, before a worker sends the order on.
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        session.items[:] = longest_first(session.items, load_durations())
+
+
+def pytest_configure(config):
+    path = os.environ.get(DURATIONS_VARIABLE)
+    if path and not os.environ.get("PYTEST_XDIST_WORKER"):  # workers' reports reach the main one
+        config.pluginmanager.register(DurationRecorder(Path(path)), "rllm-test-durations")

@@ -9,12 +9,16 @@ from pathlib import Path
 
 import pytest
 from rllm_envs.sandbox import SandboxPolicy, make_sandbox
+from rllm_envs.sandbox.policy import SANDBOX_UID
 from rllm_envs.sandbox.process import LAUNCHER_MARK
 
 from tests.parts import require_part
 
 # Tight enough that bombs and loops end within a couple of seconds on a shared 2-core machine.
+# A uid of its own: the escape suite counts every process of its uid on the host, and the env
+# tests on another xdist worker run code as the default one meanwhile.
 TEST_POLICY = SandboxPolicy(
+    uid=SANDBOX_UID - 1,
     cpu_seconds=1,
     wall_seconds=2.5,
     memory_mb=256,
@@ -86,12 +90,16 @@ def wait_for_no_sandbox_processes(uid: int, timeout: float = 5.0) -> list[int]:
     return left
 
 
-def labelled_containers() -> list[str]:
+def labelled_containers(owner_pid: int | None = None) -> list[str]:
+    """Sandbox containers on this engine; with `owner_pid`, only that process's."""
     import docker
 
+    label = "rllm.sandbox=1"
+    if owner_pid is not None:
+        label = f"rllm.sandbox.owner={os.uname().nodename}:{owner_pid}"
     client = docker.from_env()
     try:
-        found = client.containers.list(all=True, filters={"label": "rllm.sandbox=1"})
+        found = client.containers.list(all=True, filters={"label": label}, ignore_removed=True)
         return [container.id for container in found]
     finally:
         client.close()

@@ -350,28 +350,28 @@ import os
 from rllm_envs.sandbox import ExecutionRequest, make_sandbox
 box = make_sandbox("docker", pool_size=2)
 box.run(ExecutionRequest(("python3", "-c", "pass")))
-print(len(box.container_ids), flush=True)
+print(len(box.container_ids), os.getpid(), flush=True)
 {ending}
 """
 
 
 @pytest.mark.slow
 def test_containers_are_removed_at_exit_and_swept_after_a_crash(docker_required):
-    before = set(labelled_containers())
+    def run_owner(ending: str) -> list[str]:
+        """The owner's containers left once it ended (other processes' come and go)."""
+        done = subprocess.run(
+            [sys.executable, "-c", CRASHING_OWNER.format(ending=ending)],
+            capture_output=True,
+            text=True,
+        )
+        count, pid = done.stdout.split()
+        assert count == "1", done.stderr
+        return labelled_containers(owner_pid=int(pid))
+
     # A clean interpreter exit without close(): the finaliser removes the containers.
-    exited = subprocess.run(
-        [sys.executable, "-c", CRASHING_OWNER.format(ending="")], capture_output=True, text=True
-    )
-    assert exited.stdout.strip() == "1", exited.stderr
-    assert set(labelled_containers()) == before
+    assert run_owner(ending="") == []
     # A hard crash (no finaliser runs) leaks them until the next sandbox sweeps.
-    crashed = subprocess.run(
-        [sys.executable, "-c", CRASHING_OWNER.format(ending="os._exit(1)")],
-        capture_output=True,
-        text=True,
-    )
-    assert crashed.stdout.strip() == "1", crashed.stderr
-    leaked = set(labelled_containers()) - before
+    leaked = run_owner(ending="os._exit(1)")
     assert len(leaked) == 1
     make_sandbox("docker", TEST_POLICY).close()  # constructing a sandbox sweeps orphans
-    assert set(labelled_containers()) & leaked == set()
+    assert set(labelled_containers()) & set(leaked) == set()

@@ -48,12 +48,13 @@ OWNER = textwrap.dedent(
 
     if __name__ == "__main__":
         small = dict(kv_cache_gib=0.25, max_model_len=512)
+        server = VLLMServer("smollm2", **small).launch()  # starts while the engine below does
         engine = VLLMEngine("smollm2", **small)
         # A sync into an engine without LoRA (the session's engine has it on).
         weights = load_model("smollm2").state_dict()
         asyncio.run(engine.update_weights(weights, version=1))
         assert engine.policy_version == 1
-        server = VLLMServer("smollm2", **small).start()
+        server.wait_ready()
         print("READY", flush=True)
         time.sleep(600)
     """
