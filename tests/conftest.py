@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.group_resources import PLUGIN_NAME as GROUP_RESOURCES
+from tests.group_resources import GroupResources
 from tests.scheduling import (
     DURATIONS_VARIABLE,
     DurationRecorder,
@@ -34,12 +36,13 @@ def pytest_xdist_make_scheduler(config, log):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_finish(session):
-    # After pytest ordered the tests by fixture scope, before a worker sends the order on.
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        session.items[:] = longest_first(session.items, load_durations())
+    # After pytest ordered the tests by fixture scope, before a worker sends the order on. In
+    # one process too: each group then runs in one piece, so its resources start once.
+    session.items[:] = longest_first(session.items, load_durations())
 
 
 def pytest_configure(config):
+    config.pluginmanager.register(GroupResources(), GROUP_RESOURCES)
     path = os.environ.get(DURATIONS_VARIABLE)
     if path and not os.environ.get("PYTEST_XDIST_WORKER"):  # workers' reports reach the main one
         config.pluginmanager.register(DurationRecorder(Path(path)), "rllm-test-durations")

@@ -4,7 +4,8 @@
 * **Groups.** A worker runs a whole group in turn. Each module is a group of its own, so module
   fixtures start once. Two kinds of module share a group:
   - modules on one costly session fixture: a vLLM engine takes a minute to start, and a second
-    worker would start a second one (a module that names the fixture joins its group);
+    worker would start a second one; the verl runs' Ray head, so that one verl run (6 GB)
+    runs at a time (a module that names the fixture joins its group);
   - suites that check machine-wide state: the sandbox suite counts every process of its uid.
 * **Order.** Groups go out longest first (longest-processing-time scheduling), so no worker is
   left alone with a long group at the end. The lengths come from ``durations.json``: seconds
@@ -33,6 +34,9 @@ DURATIONS_VARIABLE = "RLLM_TEST_DURATIONS"
 SHARED_FIXTURE_GROUPS = {
     "vllm_engine": "vllm-engines",
     "vllm_server_engine": "vllm-engines",
+    # The verl runs' Ray head. A verl run's processes hold about 6 GB: two at once, beside the
+    # other worker's tests, cross Ray's memory limit (95%), and it kills their workers.
+    "verl_ray_head": "verl-runs",
 }
 # Suites that check machine-wide state.
 SHARED_FOLDER_GROUPS = {"tests/sandbox/": "sandbox-suite"}
@@ -110,7 +114,7 @@ def longest_first(items: list[pytest.Item], durations: dict[str, float]) -> list
     return sorted(items, key=key)
 
 
-@dataclass
+@dataclass(eq=False)  # a pytest plugin: registered by identity, so hashable
 class DurationRecorder:
     """A pytest plugin: seconds per module (setup, call and teardown of each test), merged into
     `path` at the end of the run; modules this run did not touch keep their old figure."""

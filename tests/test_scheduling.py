@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
+import pytest
+
 from tests.scheduling import DurationRecorder, group_of, group_of_module, longest_first
 
 
@@ -56,3 +58,41 @@ def test_recorded_durations_merge_into_the_file(tmp_path):
         recorder.pytest_runtest_logreport(SimpleNamespace(nodeid=nodeid, duration=seconds))
     recorder.pytest_sessionfinish()
     assert json.loads(path.read_text()) == {"tests/a.py": 2.5, "tests/old.py": 3.0}
+
+
+def test_a_groups_resources_close_when_its_last_test_ends_and_restart_if_asked_again():
+    from tests.group_resources import GroupResources
+
+    events = []
+
+    def start():
+        events.append("start")
+        return "engine", lambda: events.append("close")
+
+    resources = GroupResources()
+    a1, a2 = (fake_item(f"tests/agents/engines/test_vllm_engine.py::t{n}") for n in (1, 2))
+    b1 = fake_item("tests/envs/test_math.py::t")
+    assert resources.get("vllm_engine", start) == "engine"
+    resources.pytest_runtest_teardown(a1, nextitem=a2)  # same group: kept open
+    assert resources.get("vllm_engine", start) == "engine" and events == ["start"]
+    resources.pytest_runtest_teardown(a2, nextitem=b1)  # the group's last test: closed
+    assert events == ["start", "close"]
+    resources.get("vllm_engine", start)  # asked again later: a fresh one
+    resources.pytest_sessionfinish()
+    assert events == ["start", "close", "start", "close"]
+
+
+def test_every_resource_is_closed_even_when_one_close_fails():
+    from tests.group_resources import GroupResources
+
+    closed = []
+
+    def failing():
+        raise AssertionError("a process outlived close()")
+
+    resources = GroupResources()
+    resources.get("first", lambda: (1, lambda: closed.append("first")))
+    resources.get("second", lambda: (2, failing))
+    with pytest.raises(AssertionError, match="outlived"):
+        resources.close_all()
+    assert closed == ["first"] and resources.open == {}

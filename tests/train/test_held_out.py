@@ -107,14 +107,16 @@ def test_verl_dry_run_lays_out_the_given_rows(tmp_path):
 
 
 @pytest.mark.slow
-def test_verl_trains_a_real_step_on_the_given_rows(tmp_path):
-    """The documented trainer call on verl's own trainer (CPU mode here): a real step on the
-    training rows, validation on the held-out rows before and after it."""
-    require_module("ray", "the verl backend's trainer runs on Ray: pip install 'rllm-train[verl]'")
+def test_verl_trains_a_real_step_on_the_given_rows(tmp_path, verl_ray_head, monkeypatch):
+    """The documented trainer call on verl's own trainer (CPU mode, on the session's Ray
+    cluster as a user's run would join theirs): a real step on the training rows, validation
+    on the held-out rows before and after it."""
+    monkeypatch.setenv("RAY_ADDRESS", verl_ray_head.address())
     config = {
         "trainer.backend": "verl", "model.name": "tiny", "trainer.output": str(tmp_path),
-        "trainer.steps": 1, "rollout.tasks_per_step": 2, "rollout.n": 2,
-        "trainer.micro_batch_size": 2, "verl.agent_workers": 1, "trainer.val_tasks": 2,
+        "trainer.device": "cpu", "trainer.steps": 1, "rollout.tasks_per_step": 2,
+        "rollout.n": 2, "trainer.micro_batch_size": 2, "verl.agent_workers": 1,
+        "trainer.val_tasks": 2,
     }  # fmt: skip
     trainer = AgentTrainer(
         env_class="rllm/Arithmetic-v0",

@@ -33,7 +33,7 @@ def _vllm_server(request: pytest.FixtureRequest) -> Subject:
 KINDS = {"local": _local, "vllm": _vllm, "vllm-server": _vllm_server}
 
 
-@pytest.fixture(scope="session", params=sorted(KINDS))
+@pytest.fixture(params=sorted(KINDS))
 def subject(request):
     return KINDS[request.param](request)
 
