@@ -4,6 +4,7 @@ test split by default, AgentTrainer's documented form (native steps, verl dry-ru
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -107,15 +108,21 @@ def test_verl_dry_run_lays_out_the_given_rows(tmp_path):
 
 
 @pytest.mark.slow
-def test_verl_trains_a_real_step_on_the_given_rows(tmp_path, verl_ray_head, monkeypatch):
+def test_verl_trains_ppo_on_the_given_rows_and_validates_on_the_held_out_ones(
+    tmp_path, verl_ray_head, monkeypatch
+):
     """The documented trainer call on verl's own trainer (CPU mode, on the session's Ray
-    cluster as a user's run would join theirs): a real step on the training rows, validation
-    on the held-out rows before and after it."""
+    cluster as a user's run would join theirs), with PPO: two real steps on the training rows,
+    a value model trained beside the policy (GAE), validation on the held-out rows before
+    training and at step 2."""
+    from tests.train.test_verl_training import assert_trained
+
     monkeypatch.setenv("RAY_ADDRESS", verl_ray_head.address())
     config = {
         "trainer.backend": "verl", "model.name": "tiny", "trainer.output": str(tmp_path),
-        "trainer.device": "cpu", "trainer.steps": 1, "rollout.tasks_per_step": 2,
-        "rollout.n": 2, "trainer.micro_batch_size": 2, "verl.agent_workers": 1,
+        "trainer.device": "cpu", "algorithm.name": "ppo", "trainer.steps": 2,
+        "rollout.tasks_per_step": 2, "rollout.n": 2, "trainer.micro_batch_size": 2,
+        "trainer.lr": 1e-3, "verl.agent_workers": 1, "trainer.val_every": 2,
         "trainer.val_tasks": 2,
     }  # fmt: skip
     trainer = AgentTrainer(
@@ -125,8 +132,11 @@ def test_verl_trains_a_real_step_on_the_given_rows(tmp_path, verl_ray_head, monk
         val_dataset=DatasetRegistry.load_dataset("arithmetic", "test").take(2),
     )
     rows = trainer.train()
-    assert [row["step"] for row in rows if "reward_mean" in row] == [1]
-    assert [row["step"] for row in rows if "val/reward_mean" in row] == [0, 1]
+    trained = [row for row in rows if "reward_mean" in row]
+    assert_trained(trained, steps=2)
+    for row in trained:  # GAE: the critic learns even where every reward is 0
+        assert math.isfinite(row["critic/vf_loss"]) and row["critic/grad_norm"] > 0
+    assert [row["step"] for row in rows if "val/reward_mean" in row] == [0, 2]
     assert (tmp_path / "data" / "val.parquet").is_file()
 
 

@@ -137,17 +137,6 @@ def test_weights_changed_between_checkpoints(grpo_run):
     assert moved_1 and moved_2
 
 
-def test_ppo_trains_a_critic_and_validates(tmp_path, verl_ray_head):
-    rllm_train(tmp_path, "--algorithm", "ppo", "--steps", "2", "trainer.val_every=2",
-               "trainer.val_tasks=2", ray_address=verl_ray_head.address())  # fmt: skip
-    rows = trained_rows(tmp_path)
-    assert_trained(rows, steps=2)
-    for row in rows:  # GAE: a value model trained beside the policy
-        assert math.isfinite(row["critic/vf_loss"]) and row["critic/grad_norm"] > 0
-    validated = [row for row in metric_rows(tmp_path) if "val/reward_mean" in row]
-    assert [row["step"] for row in validated] == [0, 2]  # before training and at step 2
-
-
 def test_remax_with_lora_and_a_kl_loss(tmp_path, verl_ray_head):
     rllm_train(tmp_path, "--algorithm", "remax", "--steps", "2", "model.lora_rank=8",
                "model.lora_alpha=16", "algorithm.kl_coef=0.01", ray_address=verl_ray_head.address())  # fmt: skip
