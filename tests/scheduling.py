@@ -29,8 +29,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 DURATIONS = Path(__file__).with_name("durations.json")
 DURATIONS_VARIABLE = "RLLM_TEST_DURATIONS"
 
-# Costly session fixtures (tests/agents/conftest.py), each with the group of the modules that
-# name it.
+# Costly fixtures, each with the group of the modules that name it: the vLLM engines
+# (tests/agents/conftest.py, closed when their group ends) and the verl runs' Ray head.
 SHARED_FIXTURE_GROUPS = {
     "vllm_engine": "vllm-engines",
     "vllm_server_engine": "vllm-engines",
@@ -91,12 +91,12 @@ def load_durations(path: Path = DURATIONS) -> dict[str, float]:
 def longest_first(items: list[pytest.Item], durations: dict[str, float]) -> list[pytest.Item]:
     """`items` with whole groups ordered by their expected seconds, longest first; the order
     inside a group (pytest's, fixture scopes considered) is kept."""
+    groups = [group_of(item.nodeid) for item in items]
     seconds: dict[str, float] = {}
     counted: set[str] = set()
     first_seen: dict[str, int] = {}
-    for index, item in enumerate(items):
+    for index, (item, group) in enumerate(zip(items, groups, strict=True)):
         module = module_of(item.nodeid)
-        group = group_of_module(module)
         first_seen.setdefault(group, index)
         if module in durations:
             if module not in counted:
@@ -107,11 +107,8 @@ def longest_first(items: list[pytest.Item], durations: dict[str, float]) -> list
         guess = UNKNOWN_SLOW_TEST_SECONDS if slow else UNKNOWN_TEST_SECONDS
         seconds[group] = seconds.get(group, 0.0) + guess
 
-    def key(item: pytest.Item) -> tuple[float, int]:
-        group = group_of(item.nodeid)
-        return -seconds[group], first_seen[group]
-
-    return sorted(items, key=key)
+    order = sorted(range(len(items)), key=lambda i: (-seconds[groups[i]], first_seen[groups[i]]))
+    return [items[i] for i in order]
 
 
 @dataclass(eq=False)  # a pytest plugin: registered by identity, so hashable

