@@ -73,8 +73,8 @@ def test_rllm_eval_needs_task_rows_for_a_program(capsys):
             ("rollout.executor", "inline"),
         ),  # fmt: skip
         (
-            ["--agent-program", AGENT, "--backend", "verl", "verl.mode=one_step_off"],
-            ("verl.mode=sync only",),
+            ["--agent-program", AGENT, "--backend", "verl", "verl.mode=fully_async"],
+            ("verl.mode sync or one_step_off",),
         ),  # fmt: skip
         (["--agent-program", AGENT, "program.command=ls"], ("not both",)),
         (["--agent-program", AGENT, "program.timeout=-1"], ("program.timeout", "0 or more")),

@@ -78,12 +78,13 @@ def mode_problems(spec: Any, algorithm: Any) -> list[str]:
             f"tensor_parallel_size {spec.tensor_parallel_size} must divide "
             f"verl.rollout_gpus_per_node {spec.rollout_gpus_per_node}"
         )
-    if spec.program is not None:
-        # Not a verl limit: the program loop's per-worker gateway has only been run under the
-        # synchronous trainer's agent-loop manager, so other schedules are refused until tried.
+    if spec.program is not None and spec.mode == FULLY_ASYNC:
+        # Not a verl limit: the program loop's per-worker gateway has run under the synchronous
+        # trainer and one_step_off's separate rollout (tests/train/test_verl_program.py), not
+        # under the fully-async rollouter, so that schedule is refused until tried.
         problems.append(
-            f"agent programs train under verl.mode=sync only; verl.mode {spec.mode} has not "
-            "been run with the program loop"
+            "agent programs train under verl.mode sync or one_step_off; verl.mode fully_async "
+            "has not been run with the program loop"
         )
     if algorithm is not None and algorithm.greedy_baseline:
         problems.append(
