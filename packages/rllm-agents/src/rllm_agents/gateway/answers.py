@@ -16,7 +16,7 @@ from typing import Any
 
 from rllm_agents.chat.tool_calls import TOOL_CALL_BLOCK, parse_tool_calls
 from rllm_agents.engines.base import ModelOutput
-from rllm_agents.gateway.openai_shapes import Choice
+from rllm_agents.gateway.openai_replies import Choice
 
 
 def chat_choice(

@@ -55,9 +55,11 @@ from rllm_agents.engines.base import (
     SamplingParams,
 )
 from rllm_agents.engines.event_loop import all_or_none
+from rllm_agents.gateway import openai_replies as replies
 from rllm_agents.gateway import openai_shapes as shapes
 from rllm_agents.gateway.answers import chat_choice, text_choice
-from rllm_agents.gateway.openai_shapes import Choice, RequestError, SamplingRequest
+from rllm_agents.gateway.openai_replies import Choice
+from rllm_agents.gateway.openai_shapes import RequestError, SamplingRequest
 from rllm_agents.gateway.prompts import RenderedPrompt, context_after, render_chat_prompt
 from rllm_agents.gateway.sessions import GatewaySession, RecordedCall, SessionHost, http_root
 
@@ -288,9 +290,9 @@ class Gateway(SessionHost):
         )
         request_id = "chatcmpl-" + uuid.uuid4().hex
         if chat.stream:
-            chunks = shapes.chat_chunks(request_id, self.model_name, chat, choices)
+            chunks = replies.chat_chunks(request_id, self.model_name, chat, choices)
             return await _stream(request, chunks)
-        return _json_response(shapes.chat_completion(request_id, self.model_name, chat, choices))
+        return _json_response(replies.chat_completion(request_id, self.model_name, chat, choices))
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         call = _Call.arrive(self._session_of(request))
@@ -307,15 +309,15 @@ class Gateway(SessionHost):
         call.record(choices, engine_calls, "completions")
         request_id = "cmpl-" + uuid.uuid4().hex
         if completion.stream:
-            chunks = shapes.completion_chunks(request_id, self.model_name, completion, choices)
+            chunks = replies.completion_chunks(request_id, self.model_name, completion, choices)
             return await _stream(request, chunks)
         return _json_response(
-            shapes.text_completion(request_id, self.model_name, completion, choices)
+            replies.text_completion(request_id, self.model_name, completion, choices)
         )
 
     async def _models(self, request: web.Request) -> web.StreamResponse:
         self._session_of(request)  # an unknown session is a 404 here too
-        return _json_response(shapes.models_list(self.model_name))
+        return _json_response(replies.models_list(self.model_name))
 
 
 @dataclass
