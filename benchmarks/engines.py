@@ -74,8 +74,8 @@ def _llamacpp(model: str) -> Any:
 
 
 def _llamacpp_batch(model: str) -> Any:
-    from rllm_agents.engines.llamacpp.gguf_retype import f16_copy
     from rllm_agents.engines.llamacpp.batch import LlamaCppModel
+    from rllm_agents.engines.llamacpp.gguf_retype import f16_copy
     from rllm_agents.engines.llamacpp.server import usable_cores
     from rllm_agents.engines.local import LocalEngine
     from rllm_agents.models import load_tokenizer, smollm2_gguf_path
