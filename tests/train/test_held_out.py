@@ -1,5 +1,6 @@
 """Training on a train set and validating on held-out rows: data.train / data.val, the env's
-test split by default, AgentTrainer's documented form (native steps, verl dry-run) and Hydra."""
+test split by default, AgentTrainer's documented form (native steps, a verl dry run and a real PPO
+run on verl) and Hydra."""
 
 from __future__ import annotations
 
