@@ -53,7 +53,9 @@ def test_nothing_outlives_an_owner_killed_outright(tmp_path):
         lines = iter(owner.stdout.readline, "")  # vLLM writes its warnings here too
         assert any(line.strip() == "READY" for line in lines), "the owner never got ready"
         vllm = {pid for pid in descendants(owner.pid) if working(pid)}
-        assert len(vllm) >= 4, "an engine core and a worker for each form"
+        # The in-process engine's engine core; the server and its engine core (on a CPU the
+        # model runs inside each engine core: worker_in_engine_core).
+        assert len(vllm) >= 3, "an engine core for each form, and the server"
     finally:
         owner.send_signal(signal.SIGKILL)
         owner.wait()

@@ -130,10 +130,10 @@ SETTINGS: dict[str, Callable[[VerlRunSpec, RunFiles], Any]] = {
     # Each step's batch is checked against the run's failure rule (verl/failure_check.py).
     "+actor_rollout_ref.rollout.agent.agent_loop_manager_class": lambda s, f: MANAGER_CLASS,
     "+rllm.max_failure_rate": lambda s, f: s.max_failure_rate,
-    # RllmAgentLoop scores every episode itself (the env's reward), so verl's reward-loop
-    # workers stay idle; verl starts 8 by default, each a process that imports verl (seconds
-    # of CPU each), so one is kept.
-    "reward.num_workers": lambda s, f: 1,
+    # RllmAgentLoop and the program loop score every episode themselves (reward_score is
+    # always set, 0 for a failed one), so verl never asks its reward-loop workers; it starts 8
+    # by default, each a process that imports verl (about 15 s of CPU), so none is started.
+    "reward.num_workers": lambda s, f: 0,
     "trainer.n_gpus_per_node": lambda s, f: s.n_gpus_per_node,
     "trainer.nnodes": lambda s, f: s.nnodes,
     "trainer.total_epochs": lambda s, f: s.total_epochs,
@@ -191,6 +191,11 @@ CPU_VLLM_SETTINGS: dict[str, Callable[[VerlRunSpec, RunFiles], Any]] = {
     "actor_rollout_ref.rollout.free_cache_engine": lambda s, f: False,
     "actor_rollout_ref.rollout.enforce_eager": lambda s, f: True,
     "actor_rollout_ref.rollout.dtype": lambda s, f: "float32",
+    # The model in vLLM's engine core, not in a worker process of its own (one process fewer
+    # importing torch and vLLM; with VLLM_ENABLE_V1_MULTIPROCESSING=0 from vllm_distribution).
+    "+actor_rollout_ref.rollout.engine_kwargs.vllm.distributed_executor_backend": lambda s, f: (
+        "uni"
+    ),
     # LoRA adapters as adapters fail the first sync into vLLM 0.30 for a model with tied
     # embeddings ("'lm_head.weight' was skipped because it is tied to
     # 'model.embed_tokens.base_layer.weight'", vllm/model_executor/models/utils.py:466), and

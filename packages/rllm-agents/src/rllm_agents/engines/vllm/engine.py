@@ -19,6 +19,7 @@ makes the first possible.
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 from typing import Any
 
@@ -41,6 +42,18 @@ INSTALL_HINT = (
 )
 
 
+class _WithoutMisleadingSeedWarning(logging.Filter):
+    """Drops vLLM's warning that its seed reaches the launching process when
+    VLLM_ENABLE_V1_MULTIPROCESSING is off (``worker_in_engine_core``): AsyncLLM runs its engine
+    core in a child process all the same, so the seed never touches this one."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "VLLM_ENABLE_V1_MULTIPROCESSING" not in record.getMessage()
+
+
+SEED_WARNING_FILTER = _WithoutMisleadingSeedWarning()
+
+
 def import_vllm() -> Any:
     # vLLM logs every engine step at INFO; a run's own output matters more. An explicit
     # VLLM_LOGGING_LEVEL wins (vLLM reads it when first imported).
@@ -49,6 +62,7 @@ def import_vllm() -> Any:
         import vllm
     except ImportError as exc:
         raise ImportError(f"the vLLM engine needs vllm: {INSTALL_HINT}") from exc
+    logging.getLogger("vllm.engine.arg_utils").addFilter(SEED_WARNING_FILTER)  # once per filter
     return vllm
 
 

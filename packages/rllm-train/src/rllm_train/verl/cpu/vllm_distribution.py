@@ -45,6 +45,9 @@ def ray_env() -> dict[str, str]:
     return {
         "VLLM_TARGET_DEVICE": "cpu",
         KV_CACHE_VARIABLE: os.environ.get(KV_CACHE_VARIABLE) or str(KV_CACHE_GIB),
+        # Lets the composed config's "uni" executor stand (vLLM's CPU platform turns it back
+        # into a worker process otherwise): the model runs in the engine core process.
+        "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
     }
 
 
