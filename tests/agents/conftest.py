@@ -52,6 +52,11 @@ def smollm2_reference():
     return load_model("smollm2").eval(), load_tokenizer("smollm2")
 
 
+# The tests' vLLM engines: a small KV cache, and a step that reads at most one longest prompt
+# (the CPU default reads 4096 tokens a step), so a crowd that overflows a step costs half.
+TEST_VLLM_SIZE = {"kv_cache_gib": 0.5, "max_model_len": 2048, "max_num_batched_tokens": 2048}
+
+
 def start_vllm(make, what: str):
     """A vLLM engine from `make()` (vLLM's CPU build here), and its close, which must leave
     none of the processes the start made (its engine core, its server) behind."""
@@ -78,9 +83,7 @@ def start_vllm_engine():
     def make():
         from rllm_agents.engines.vllm.engine import VLLMEngine
 
-        return VLLMEngine(
-            "smollm2", kv_cache_gib=0.5, max_model_len=2048, enable_lora=True, max_lora_rank=8
-        )
+        return VLLMEngine("smollm2", **TEST_VLLM_SIZE, enable_lora=True, max_lora_rank=8)
 
     return start_vllm(make, "vLLM's engine core")
 
@@ -92,7 +95,7 @@ def start_vllm_server_engine():
     def make():
         from rllm_agents.engines.vllm.server import VLLMServerEngine
 
-        return VLLMServerEngine.start("smollm2", kv_cache_gib=0.5, max_model_len=2048)
+        return VLLMServerEngine.start("smollm2", **TEST_VLLM_SIZE)
 
     return start_vllm(make, "vLLM's server")
 

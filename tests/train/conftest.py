@@ -6,19 +6,28 @@ import os
 
 import pytest
 
+from tests.group_resources import shared
 
-@pytest.fixture(scope="session")
-def verl_ray_head():
+
+def start_verl_ray_head():
+    from tests.train.ray_head import RayHead
+
+    head = RayHead(num_gpus=2, num_cpus=64)
+    return head, head.stop
+
+
+@pytest.fixture(scope="module")
+def verl_ray_head(request):
     """One Ray cluster that the verl tests' runs join (``RAY_ADDRESS``), as a user's runs
     would: each run then skips starting and stopping a cluster of its own. Two logical GPUs
     (trainer and rollout in the asynchronous modes) and the CPUs verl's controller actors
-    reserve in fully-async mode."""
+    reserve in fully-async mode. Shared by the verl-runs group (tests/scheduling.py) and
+    stopped when its last test ends (tests/group_resources.py): an idle head's processes
+    would go on using the CPU beside the rest of the suite."""
     from tests.parts import require_module
-    from tests.train.ray_head import local_ray_head
 
     require_module("ray", "the verl backend's trainer runs on Ray: pip install 'rllm-train[verl]'")
-    with local_ray_head(num_gpus=2, num_cpus=64) as head:
-        yield head
+    return shared(request, "verl_ray_head", start_verl_ray_head)
 
 
 @pytest.fixture(scope="session")

@@ -31,7 +31,7 @@ from rllm_train.run.reporting import step_rows
 from tests.parts import require_module
 from tests.train import reply_length
 from tests.train.conftest import run_overrides
-from tests.train.test_resume import STEPS, metric_rows
+from tests.train.resume_runs import STEPS, metric_rows
 from tests.train.test_run_folder_faults import latest_step, run, weights
 
 LAG = "rollout_corr/staleness/lag_"
@@ -137,7 +137,7 @@ ASYNC_ONE_BEHIND = ("rollout.mode=async", "rollout.max_staleness=1")
 
 @pytest.mark.slow
 def test_async_run_killed_and_resumed_matches_an_uninterrupted_one(tmp_path, tiny_model):
-    """test_resume's proof in async mode (one update behind, a checkpoint every step). The kill
+    """test_run_folder_faults' resume proof in async mode (one update behind, a checkpoint every step). The kill
     comes after the update of step 3, the step-2 checkpoint written: step 3 was played on the
     weights after one update, which no checkpoint holds, so the step-2 checkpoint must keep its
     episodes; step 4 is played on the checkpoint's own weights and is played again."""

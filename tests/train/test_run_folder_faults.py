@@ -1,4 +1,6 @@
-"""The native trainer killed (a real SIGKILL) at every phase boundary of a step loses nothing.
+"""The native trainer killed (a real SIGKILL) at every phase boundary of a step loses nothing,
+and a run killed and resumed ends as if never interrupted: same model, optimizer, RNG, data
+order, and a report of the whole run.
 
 One run is killed again and again through ``$RLLM_TEST_KILL_AT`` (rllm_agents.run_folder's
 fault_point) - before and after a step's metrics row, after the update, inside the
@@ -25,7 +27,7 @@ from rllm_agents.run_folder import KILL_AT_VARIABLE, RunLock
 from rllm_train.cli import main
 from rllm_train.run.reporting import reconcile
 
-from tests.train.test_resume import STEPS, command, metric_rows, run_env
+from tests.train.resume_runs import STEPS, command, final_state, metric_rows, run_env
 
 # (where the run is killed, the checkpoint step it leaves): one kill per phase, in the order
 # the resumed runs reach them.
@@ -55,17 +57,14 @@ def latest_step(output: Path) -> int:
     return int(latest.read_text().strip().removeprefix("step_")) if latest.exists() else 0
 
 
-def weights(output: Path) -> dict:
-    return torch.load(output / "checkpoints" / f"step_{STEPS}" / "state.pt", weights_only=False)
-
-
 @pytest.mark.slow
 def test_kill_9_at_every_phase_then_resume_loses_and_doubles_nothing(tmp_path, tiny_model):
     straight, killed = tmp_path / "straight", tmp_path / "killed"
     assert run(straight, tiny_model).returncode == 0
     expected = metric_rows(straight)
     assert [row["step"] for row in expected] == list(range(1, STEPS + 1))
-    assert all(row["grad_norm"] > 0 for row in expected)  # the weights really move
+    # The weights really move: rewards differ within each group.
+    assert all(row["advantage_abs_mean"] > 0 and row["grad_norm"] > 0 for row in expected)
 
     for number, (kill_at, checkpoint_step) in enumerate(KILLS):
         extra = ("--resume",) if number else ()
@@ -81,10 +80,23 @@ def test_kill_9_at_every_phase_then_resume_loses_and_doubles_nothing(tmp_path, t
 
     last = run(killed, tiny_model, "--resume")
     assert last.returncode == 0, last.stderr[-2000:]
-    assert metric_rows(killed) == expected  # each step exactly once, the same numbers
-    resumed, uninterrupted = weights(killed), weights(straight)
+    # Each step exactly once, the same numbers: data order, sampled tokens, rewards, losses.
+    assert metric_rows(killed) == expected
+    # The resumed process reports the whole run, not only the steps it played itself.
+    first, final = expected[0]["reward_mean"], expected[-1]["reward_mean"]
+    assert f"{STEPS} steps; reward {first:.3f} (step 1) -> {final:.3f} (step {STEPS})" in (
+        last.stdout
+    )
+    summary = json.loads((killed / "summary.json").read_text())
+    assert summary["reported_steps"] == [1, STEPS] and summary["reward_first"] == first
+    # Same model, optimizer and step as the run never interrupted, bit for bit.
+    resumed, uninterrupted = final_state(killed), final_state(straight)
+    assert resumed["step"] == STEPS
     for name, tensor in uninterrupted["model"].items():
         assert torch.equal(tensor, resumed["model"][name]), name
+    for index, state in uninterrupted["optimizer"]["state"].items():
+        for key in ("exp_avg", "exp_avg_sq", "step"):
+            assert torch.equal(state[key], resumed["optimizer"]["state"][index][key])
     # The killed checkpoint writes left no temporary folder behind (their owners are dead).
     assert not list((killed / "checkpoints").glob(".step_*.tmp-*"))
     assert not list(killed.glob(".*.tmp-*"))  # nor the resume's metrics rewrite

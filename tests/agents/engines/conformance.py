@@ -31,6 +31,10 @@ class Subject:
     logprob_atol: float  # the largest gap allowed between one token's log-probs
 
 
+def chat_of(text: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": text}]
+
+
 def chat(i: int) -> list[dict[str, str]]:
     return [{"role": "user", "content": f"Question {i}: what is {i} plus {i}?"}]
 
@@ -111,21 +115,38 @@ async def concurrent_requests_are_each_scored_right(subject: Subject) -> None:
         assert gap.item() <= subject.logprob_atol, f"request {i}: log-prob gap {gap:.4g}"
 
 
+# Prompt tokens a crowd carries past an engine with no step budget of its own (the local
+# engine prefills whatever arrives together): enough to prefill several long prompts at once.
+UNBUDGETED_CROWD_TOKENS = 1024
+
+
+def step_token_budget(engine: Any) -> int | None:
+    """The most prompt tokens `engine` reads in one step (vLLM's ``max_num_batched_tokens``),
+    or None for an engine without such a budget."""
+    settings = getattr(engine, "settings", None)
+    if settings is None or not hasattr(settings, "engine_args"):
+        return None
+    return settings.engine_args().get("max_num_batched_tokens")
+
+
 async def a_crowd_of_long_seeded_prompts_is_served(subject: Subject) -> None:
     """More prompt tokens at once than an engine reads in one step, each request seeded:
     all are answered (vLLM's CPU build died here when it split a seeded prompt)."""
     long_question = "Explain, step by step and with care, " + "why the sky looks blue. " * 50
+    per_prompt = len(render_prompt_ids(subject.tokenizer, chat_of(long_question)))
+    crowd_tokens = step_token_budget(subject.engine) or UNBUDGETED_CROWD_TOKENS
+    crowd = crowd_tokens // per_prompt + 1
     outs = await asyncio.gather(
         *(
             subject.engine.generate(
-                [{"role": "user", "content": f"{i}. {long_question}"}],
+                chat_of(f"{i}. {long_question}"),
                 sampling=SamplingParams(temperature=1.0, max_tokens=4, seed=i),
             )
-            for i in range(16)
+            for i in range(crowd)
         )
     )
     assert all(len(out.completion_ids) == 4 for out in outs)
-    assert sum(len(out.prompt_ids) for out in outs) > 4096
+    assert sum(len(out.prompt_ids) for out in outs) > crowd_tokens
 
 
 async def bad_requests_get_clear_errors(subject: Subject) -> None:
