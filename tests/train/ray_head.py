@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+ACTOR_MARKER = ":actor_name:"  # Ray's first line in an actor's log file
+
 
 class RayHead:
     """A Ray head started in the background; :meth:`address` waits until it is up.
@@ -28,7 +30,10 @@ class RayHead:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block",
              "--port=0", f"--num-cpus={num_cpus}", f"--num-gpus={num_gpus}",
-             "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={self.temp_dir}"],
+             "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={self.temp_dir}",
+             # Actors' output stays in their log files (actors_run reads them) instead of being
+             # tailed and sent to every driver: verl prints its whole config, on a busy CPU.
+             "--include-log-monitor=false"],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
             # A private test cluster on this machine: no token for the runs to find.
             env={**os.environ, "RAY_AUTH_MODE": "disabled"},
@@ -45,6 +50,16 @@ class RayHead:
                 time.sleep(0.5)
             self._address = address_file.read_text().strip()
         return self._address
+
+    def actors_run(self) -> set[str]:
+        """The class names of the actors this cluster has run (Ray writes a marker line into
+        each actor's log file, streamed to drivers or not)."""
+        names = set()
+        for path in (Path(self.temp_dir) / "session_latest" / "logs").glob("worker-*.out"):
+            for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+                if line.startswith(ACTOR_MARKER):
+                    names.add(line.removeprefix(ACTOR_MARKER))
+        return names
 
     def stop(self) -> None:
         # Every process of the cluster shares the head's process group. Nothing in it is kept,
