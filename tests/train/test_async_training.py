@@ -31,8 +31,8 @@ from rllm_train.run.reporting import step_rows
 from tests.parts import require_module
 from tests.train import reply_length
 from tests.train.conftest import run_overrides
-from tests.train.resume_runs import STEPS, metric_rows
-from tests.train.test_run_folder_faults import latest_step, run, weights
+from tests.train.resume_runs import STEPS, final_state, metric_rows
+from tests.train.test_run_folder_faults import latest_step, run
 
 LAG = "rollout_corr/staleness/lag_"
 EPISODES_PER_STEP = 4  # run_overrides: 2 tasks x 2 samples
@@ -137,10 +137,11 @@ ASYNC_ONE_BEHIND = ("rollout.mode=async", "rollout.max_staleness=1")
 
 @pytest.mark.slow
 def test_async_run_killed_and_resumed_matches_an_uninterrupted_one(tmp_path, tiny_model):
-    """test_run_folder_faults' resume proof in async mode (one update behind, a checkpoint every step). The kill
-    comes after the update of step 3, the step-2 checkpoint written: step 3 was played on the
-    weights after one update, which no checkpoint holds, so the step-2 checkpoint must keep its
-    episodes; step 4 is played on the checkpoint's own weights and is played again."""
+    """test_run_folder_faults' resume proof in async mode (one update behind, a checkpoint
+    every step). The kill comes after the update of step 3, the step-2 checkpoint written:
+    step 3 was played on the weights after one update, which no checkpoint holds, so the
+    step-2 checkpoint must keep its episodes; step 4 is played on the checkpoint's own weights
+    and is played again."""
     straight, killed = tmp_path / "straight", tmp_path / "killed"
     assert run(straight, tiny_model, *ASYNC_ONE_BEHIND).returncode == 0
 
@@ -163,7 +164,7 @@ def test_async_run_killed_and_resumed_matches_an_uninterrupted_one(tmp_path, tin
     assert [row["async/version"] for row in expected] == [0, 0, 1, 2]
     assert all(row["grad_norm"] > 0 for row in expected)  # every update moves the weights
     assert timeless(metric_rows(killed)) == expected
-    uninterrupted, after_resume = weights(straight), weights(killed)
+    uninterrupted, after_resume = final_state(straight), final_state(killed)
     assert after_resume["step"] == STEPS
     for name, tensor in uninterrupted["model"].items():
         assert torch.equal(tensor, after_resume["model"][name]), name
