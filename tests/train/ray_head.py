@@ -9,8 +9,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 ACTOR_MARKER = ":actor_name:"  # Ray's first line in an actor's log file
@@ -67,13 +65,3 @@ class RayHead:
         os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait()
         shutil.rmtree(self.temp_dir, ignore_errors=True)
-
-
-@contextmanager
-def local_ray_head(num_gpus: int, num_cpus: int, start_timeout: float = 120) -> Iterator[RayHead]:
-    """A :class:`RayHead` for the length of the block, stopped after it."""
-    head = RayHead(num_gpus, num_cpus, start_timeout)
-    try:
-        yield head
-    finally:
-        head.stop()
