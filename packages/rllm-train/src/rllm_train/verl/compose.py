@@ -37,8 +37,7 @@ TRAINER_CONFIG_NAMES: dict[str, str] = {
 
 @dataclass(frozen=True)
 class RunFiles:
-    """Where a run keeps what verl reads: the data files, the agent-loop registration and the
-    load balancer's plugin file."""
+    """Where a run keeps what verl reads: the data files and the agent-loop registration."""
 
     root: Path
 
@@ -53,10 +52,6 @@ class RunFiles:
     @property
     def agent_loop_file(self) -> Path:
         return self.root / "agent_loops.yaml"
-
-    @property
-    def router_file(self) -> Path:
-        return self.root / "router.yaml"
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -186,9 +181,6 @@ CPU_SETTINGS: dict[str, Callable[[VerlRunSpec, RunFiles], Any]] = {
     "actor_rollout_ref.ref.fsdp_config.use_torch_compile": lambda s, f: False,
     "++actor_rollout_ref.actor.fsdp_config.mixed_precision": lambda s, f: FP32_MIXED_PRECISION,
     "++actor_rollout_ref.ref.fsdp_config.mixed_precision": lambda s, f: FP32_MIXED_PRECISION,
-    # A load balancer that does not import verl (rllm_train.verl.router): one process of the
-    # run's start-up fewer importing torch, tensordict and transformers.
-    "actor_rollout_ref.rollout.router_config_path": lambda s, f: str(f.router_file),
 }
 # verl's own vLLM rollout on vLLM's CPU build (rllm_train.verl.cpu.vllm_distribution): the CPU
 # build refuses sleep mode, and without it there is no cache to free between rollout and update

@@ -30,7 +30,6 @@ from rllm_train.verl.data import (
     to_verl_row,
     write_verl_data,
 )
-from rllm_train.verl.router import router_file_text
 from rllm_train.verl.spec import VerlConfigError, VerlRunSpec, validate_spec
 from rllm_train.verl.versions import require_verl
 
@@ -159,7 +158,6 @@ def write_run_files(prepared: PreparedRun) -> RunFiles:
         "".join(f"- name: {name}\n  _target_: {target}\n" for name, target in AGENT_LOOPS.items()),
         encoding="utf-8",
     )
-    files.router_file.write_text(router_file_text(), encoding="utf-8")
     return files
 
 
