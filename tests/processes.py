@@ -14,18 +14,31 @@ def alive(pid: int) -> bool:
         return False
 
 
+def parent_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return int(stat.read().rsplit(") ", 1)[1].split()[1])
+    except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
+        return None
+
+
+def cmdline_of(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return cmdline.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return b""
+
+
 def descendants(pid: int | None = None) -> set[int]:
     """Every living process below `pid` (this process by default)."""
     parents: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                parent = int(stat.read().rsplit(") ", 1)[1].split()[1])
-        except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
-            continue
-        parents.setdefault(parent, []).append(int(entry))
+        parent = parent_of(int(entry))
+        if parent is not None:
+            parents.setdefault(parent, []).append(int(entry))
     found, frontier = set(), [pid if pid is not None else os.getpid()]
     while frontier:
         for child in parents.get(frontier.pop(), []):
@@ -38,11 +51,8 @@ def descendants(pid: int | None = None) -> set[int]:
 def working(pid: int) -> bool:
     """Whether `pid` is a working process rather than Python's multiprocessing resource
     tracker (which lives as long as the interpreter that started it, by design)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-            return b"resource_tracker" not in cmdline.read()
-    except (FileNotFoundError, ProcessLookupError):
-        return False
+    command = cmdline_of(pid)
+    return bool(command) and b"resource_tracker" not in command
 
 
 def wait_gone(pids: set[int], timeout: float = 15.0) -> bool:

@@ -1,14 +1,17 @@
 """The native runs the resume tests kill and resume (test_run_folder_faults,
-test_async_training): the CLI call, its environment, and what a finished run left."""
+test_async_training): the CLI call, its environment, a run killed at a named phase, and what
+a run left."""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
 import torch
+from rllm_agents.run_folder import KILL_AT_VARIABLE
 
 from tests.train import reply_length
 from tests.train.conftest import run_overrides
@@ -58,3 +61,18 @@ def final_state(output: Path) -> dict:
 def metric_rows(output: Path) -> list[dict]:
     rows = [json.loads(line) for line in (output / "metrics.jsonl").read_text().splitlines()]
     return [{k: v for k, v in row.items() if not k.startswith("time/")} for row in rows]
+
+
+def run(output: Path, model: str, *extra: str, kill_at: str | None = None):
+    env = run_env()
+    env.pop(KILL_AT_VARIABLE, None)
+    if kill_at:
+        env[KILL_AT_VARIABLE] = kill_at
+    return subprocess.run(
+        command(output, model, *extra), env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+def latest_step(output: Path) -> int:
+    latest = output / "checkpoints" / "latest"
+    return int(latest.read_text().strip().removeprefix("step_")) if latest.exists() else 0

@@ -31,8 +31,7 @@ from rllm_train.run.reporting import step_rows
 from tests.parts import require_module
 from tests.train import reply_length
 from tests.train.conftest import run_overrides
-from tests.train.resume_runs import STEPS, final_state, metric_rows
-from tests.train.test_run_folder_faults import latest_step, run
+from tests.train.resume_runs import STEPS, final_state, latest_step, metric_rows, run
 
 LAG = "rollout_corr/staleness/lag_"
 EPISODES_PER_STEP = 4  # run_overrides: 2 tasks x 2 samples

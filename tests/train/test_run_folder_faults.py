@@ -19,15 +19,22 @@ import os
 import signal
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 import torch
-from rllm_agents.run_folder import KILL_AT_VARIABLE, RunLock
+from rllm_agents.run_folder import RunLock
 from rllm_train.cli import main
 from rllm_train.run.reporting import reconcile
 
-from tests.train.resume_runs import STEPS, command, final_state, metric_rows, run_env
+from tests.train.resume_runs import (
+    STEPS,
+    command,
+    final_state,
+    latest_step,
+    metric_rows,
+    run,
+    run_env,
+)
 
 # (where the run is killed, the checkpoint step it leaves): one kill per phase, in the order
 # the resumed runs reach them.
@@ -40,21 +47,6 @@ KILLS = [
     ("resume_start", 1),  # the resume's rewrite of metrics.jsonl, temp written, not renamed
     ("before_row@3", 2),  # a row phase once a checkpoint exists
 ]
-
-
-def run(output: Path, model: str, *extra: str, kill_at: str | None = None):
-    env = run_env()
-    env.pop(KILL_AT_VARIABLE, None)
-    if kill_at:
-        env[KILL_AT_VARIABLE] = kill_at
-    return subprocess.run(
-        command(output, model, *extra), env=env, capture_output=True, text=True, timeout=300
-    )
-
-
-def latest_step(output: Path) -> int:
-    latest = output / "checkpoints" / "latest"
-    return int(latest.read_text().strip().removeprefix("step_")) if latest.exists() else 0
 
 
 @pytest.mark.slow

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import os
 
 import pytest
 import torch
@@ -22,6 +23,7 @@ from tests.agents.engines.conformance import (
     reference_logprobs,
 )
 from tests.parts import require_module
+from tests.processes import cmdline_of, descendants, parent_of, working
 
 pytestmark = pytest.mark.slow
 
@@ -115,3 +117,19 @@ async def test_a_lora_adapter_loads_as_a_new_version_without_touching_the_base(
     await engine.update_weights(original.state_dict(), version=version + 1)
     plain = await engine.generate(chat(4), sampling=GREEDY)
     assert plain.completion_ids == base.completion_ids
+
+
+def test_on_a_cpu_the_model_runs_in_the_engine_core(vllm_engine):
+    """worker_in_engine_core: below the engine core vLLM starts (a child of this process,
+    titled VLLM::EngineCore) no worker process of its own, which would import torch and vLLM
+    once more."""
+    if not vllm_engine.settings.on_cpu:
+        pytest.skip("on a GPU vLLM's workers are processes of their own")
+    engine_cores = [
+        pid
+        for pid in descendants()
+        if parent_of(pid) == os.getpid() and cmdline_of(pid).startswith(b"VLLM::EngineCore")
+    ]
+    assert engine_cores, "no engine core process below this one"
+    for core in engine_cores:
+        assert not {pid for pid in descendants(core) if working(pid)}, "a worker process"

