@@ -14,6 +14,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 import urllib.request
 from pathlib import Path
 
@@ -214,12 +215,24 @@ def browser():
             launched.close()
 
 
+UNFILTERED_DELAY_S = 1.0
+
+
+class SlowUnfilteredViewer(Viewer):
+    """Answers an unfiltered list late, so a newer filtered answer overtakes it."""
+
+    def episodes(self, params):
+        if not any(params.values()):
+            time.sleep(UNFILTERED_DELAY_S)
+        return super().episodes(params)
+
+
 def test_the_page_in_chromium_filters_and_opens_an_episode(
     run_folder, tiny_decode, browser, tmp_path
 ):
     artefacts = Path(os.environ.get("RLLM_TEST_ARTIFACTS") or tmp_path)
     artefacts.mkdir(parents=True, exist_ok=True)
-    server = make_server(Viewer(load_run(run_folder), tiny_decode))
+    server = make_server(SlowUnfilteredViewer(load_run(run_folder), tiny_decode))
     serve_in_background(server)
     try:
         host, port = server.server_address[:2]
@@ -242,6 +255,10 @@ def test_the_page_in_chromium_filters_and_opens_an_episode(
         page.select_option("#step", "")
         page.fill("#reward_min", "0.5")
         page.wait_for_function("document.querySelectorAll('#episodes tr').length === 1")
+        # The unfiltered answer to clearing the step comes back after this one: it must
+        # not replace the newer filtered list.
+        page.wait_for_timeout(1500 * UNFILTERED_DELAY_S)
+        assert page.locator("#episodes tr").count() == 1
 
         page.locator("#episodes tr").first.click()
         page.wait_for_selector("#episode-title")

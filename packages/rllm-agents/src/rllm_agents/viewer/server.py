@@ -54,11 +54,12 @@ class Viewer:
         return episode_detail(index, self.run.episodes[index], self.decode, self.run.steps[index])
 
 
-# Path -> the Viewer method that answers it.
-API_ROUTES: dict[str, Callable[[Viewer, dict[str, str]], dict[str, Any]]] = {
-    "/api/run": Viewer.overview,
-    "/api/episodes": Viewer.episodes,
-    "/api/episode": Viewer.episode,
+# Path -> the name of the Viewer method that answers it (looked up on the instance, so a
+# subclass's method answers).
+API_ROUTES: dict[str, str] = {
+    "/api/run": "overview",
+    "/api/episodes": "episodes",
+    "/api/episode": "episode",
 }
 
 
@@ -81,7 +82,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return
         params = {key: values[-1] for key, values in urllib.parse.parse_qs(url.query).items()}
         try:
-            self._json(200, route(self.viewer, params))
+            self._json(200, getattr(self.viewer, route)(params))
         except RunError as error:
             self._json(400, {"error": str(error)})
         except LookupError as error:
