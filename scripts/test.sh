@@ -18,6 +18,10 @@ workers="${RLLM_TEST_WORKERS:-2}"
 # wait burn the core the other process needs. Waiting passively, two 3-step trainings side by
 # side took 101 s instead of 151 s; one alone, 60 s either way.
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
+# The suite starts hundreds of Python processes. Where the environment forbids bytecode caches
+# (PYTHONDONTWRITEBYTECODE), each would compile every module it imports again (the venv's
+# packages install uncompiled, scripts/setup.sh); with the cache, each compiles once.
+unset PYTHONDONTWRITEBYTECODE
 spread=()
 if [ "$workers" != "0" ]; then
     spread=(-n "$workers" --dist loadscope --no-loadscope-reorder)

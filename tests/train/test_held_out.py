@@ -1,11 +1,13 @@
 """Training on a train set and validating on held-out rows: data.train / data.val, the env's
-test split by default, AgentTrainer's documented form (native steps, a verl dry run and a real PPO
-run on verl) and Hydra."""
+test split by default, AgentTrainer's documented form (native steps and verl dry runs) and Hydra.
+
+The real verl run of that form - PPO on given training rows, validated on held-out ones before
+training and at the last step - is tests/train/test_verl_vllm.py's, with verl's vLLM rollout:
+one verl launch covers both."""
 
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import pytest
@@ -106,39 +108,6 @@ def test_verl_dry_run_lays_out_the_given_rows(tmp_path):
     assert "train rows: 12 " in layout and "val rows:   2 " in layout
     first_row = json.loads(layout.split("# first row:\n# ", 1)[1].splitlines()[0])
     assert json.loads(first_row["rllm_task"]) in [dict(row) for row in train]
-
-
-@pytest.mark.slow
-def test_verl_trains_ppo_on_the_given_rows_and_validates_on_the_held_out_ones(
-    tmp_path, verl_ray_head, monkeypatch
-):
-    """The documented trainer call on verl's own trainer (CPU mode, on the session's Ray
-    cluster as a user's run would join theirs), with PPO: two real steps on the training rows,
-    a value model trained beside the policy (GAE), validation on the held-out rows before
-    training and at step 2."""
-    from tests.train.test_verl_training import assert_trained
-
-    monkeypatch.setenv("RAY_ADDRESS", verl_ray_head.address())
-    config = {
-        "trainer.backend": "verl", "model.name": "tiny", "trainer.output": str(tmp_path),
-        "trainer.device": "cpu", "algorithm.name": "ppo", "trainer.steps": 2,
-        "rollout.tasks_per_step": 2, "rollout.n": 2, "trainer.micro_batch_size": 2,
-        "trainer.lr": 1e-3, "verl.agent_workers": 1, "trainer.val_every": 2,
-        "trainer.val_tasks": 2,
-    }  # fmt: skip
-    trainer = AgentTrainer(
-        env_class="rllm/Arithmetic-v0",
-        config=config,
-        train_dataset=DatasetRegistry.load_dataset("arithmetic", "train").take(4),
-        val_dataset=DatasetRegistry.load_dataset("arithmetic", "test").take(2),
-    )
-    rows = trainer.train()
-    trained = [row for row in rows if "reward_mean" in row]
-    assert_trained(trained, steps=2)
-    for row in trained:  # GAE: the critic learns even where every reward is 0
-        assert math.isfinite(row["critic/vf_loss"]) and row["critic/grad_norm"] > 0
-    assert [row["step"] for row in rows if "val/reward_mean" in row] == [0, 2]
-    assert (tmp_path / "data" / "val.parquet").is_file()
 
 
 def test_hydra_config_is_our_config():

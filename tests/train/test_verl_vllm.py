@@ -1,19 +1,25 @@
-"""verl with its own vLLM rollout on this CPU: ``rllm-train --backend verl verl.rollout_engine=vllm``.
+"""verl with its own vLLM rollout on this CPU: ``verl.rollout_engine=vllm``, PPO, held-out rows.
 
-The slow test runs the installed command as a GPU user would, on vLLM's CPU build: verl's
-``vLLMReplica`` starts a ``vLLMHttpServer`` actor (vLLM's AsyncLLM, engine core and worker
-processes), ``RllmAgentLoop`` plays multi-turn episodes against it token-in/token-out, and
-verl's ``ServerAdapter`` syncs the trainer's weights into the engine before every rollout
-(shared-memory buckets, loaded by vLLM's own ``load_weights``). What it reads back is what the
-run computed: non-zero gradients, and the engine's log-probs matching the trainer's at both
-steps. vLLM starts on random ("dummy") weights, so even step 1 matches only if the first sync
-arrived, and step 2 only if the update did.
+The slow tests read one run, made as a user's Python code would (``AgentTrainer`` with given
+training and held-out rows, on the session's Ray cluster as a user's run joins theirs), on
+vLLM's CPU build: verl's ``vLLMReplica`` starts a ``vLLMHttpServer`` actor (vLLM's AsyncLLM,
+engine core and worker processes), ``RllmAgentLoop`` plays multi-turn episodes against it
+token-in/token-out, and verl's ``ServerAdapter`` syncs the trainer's weights into the engine
+before every rollout (shared-memory buckets, loaded by vLLM's own ``load_weights``). The run is
+also the suite's real PPO run on verl, and its validation on held-out rows: a value model
+trained beside the policy (GAE), and the held-out rows played before training and at the last
+step (test_held_out.py keeps the other held-out tests, verl's dry runs included). What the
+tests read back is what the run computed: non-zero gradients for policy and critic, and the
+engine's log-probs matching the trainer's at both steps. vLLM starts on random ("dummy")
+weights, so even step 1 matches only if the first sync arrived, and step 2 only if the update
+did.
 """
 
 from __future__ import annotations
 
 import ast
 import math
+import os
 import shutil
 import time
 from importlib import metadata
@@ -22,13 +28,16 @@ from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
+from rllm_envs import DatasetRegistry
+from rllm_train import AgentTrainer
 from rllm_train.verl.compose import RunFiles, compose_verl_config
 from rllm_train.verl.launch import prepare_run
 from rllm_train.verl.spec import VLLM_CPU_HEAD_SIZES, VerlConfigError, VerlRunSpec
 
 from tests.parts import require_part
+from tests.train.reply_length import LAKE_MODULE_ENV_ID
 from tests.train.test_verl_async import spec_for
-from tests.train.test_verl_training import rllm_train, trained_rows
+from tests.train.test_verl_training import REPO_ROOT, trained_rows
 
 # vLLM computes in float32 here, as the trainer does: their per-token probabilities of the same
 # tokens under the same weights differ by rounding (seen: 5e-11). An engine that missed a sync
@@ -37,8 +46,8 @@ PROB_GAP_TOLERANCE = 1e-5
 # The run's limit: vLLM's three processes each import vLLM before the first sync (seen: 236 s
 # to 497 s on a 2-core machine shared with other jobs).
 RUN_TIMEOUT_S = 900
-# Seconds the run's processes may take to exit after the command returns (Ray stops a job's
-# actors asynchronously).
+# Seconds the run's processes may take to exit after the run returns (Ray stops a job's actors
+# asynchronously).
 PROCESS_EXIT_GRACE_S = 60
 VLLM_ACTOR = "vLLMHttpServer"  # verl's vLLM server actor, named in the log lines it prints
 
@@ -93,18 +102,40 @@ def processes_naming(folder: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def vllm_run(tmp_path_factory, verl_ray_head):
+    """The documented trainer call: PPO on the multi-turn lake (rewarded by reply length, so
+    the tiny model's samples differ), two steps on four given training rows, validation on two
+    held-out ones, verl's vLLM rollout, on the session's Ray cluster in CPU mode."""
     require_vllm()
     model = vllm_servable_tiny(tmp_path_factory.mktemp("model"))
     output = tmp_path_factory.mktemp("vllm")
-    rllm_train(output, "--model", model, "--steps", "2", "verl.rollout_engine=vllm",
-               ray_address=verl_ray_head.address(), timeout=RUN_TIMEOUT_S)  # fmt: skip
-    return output, verl_ray_head.actors_run()
+    config = {
+        "trainer.backend": "verl", "verl.rollout_engine": "vllm", "trainer.device": "cpu",
+        "model.name": model, "trainer.output": str(output), "trainer.progress": False,
+        "algorithm.name": "ppo", "trainer.steps": 2, "rollout.tasks_per_step": 2,
+        "rollout.n": 2, "rollout.max_turns": 2, "rollout.max_response_tokens": 16,
+        "trainer.micro_batch_size": 2, "trainer.lr": 1e-3, "verl.agent_workers": 1,
+        "trainer.val_tasks": 2,  # validate_held_out (the default): before step 1, after step 2
+    }  # fmt: skip
+    trainer = AgentTrainer(
+        env_class=LAKE_MODULE_ENV_ID,
+        config=config,
+        train_dataset=DatasetRegistry.load_dataset("frozenlake", "train").take(4),
+        val_dataset=DatasetRegistry.load_dataset("frozenlake", "test").take(2),
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("RAY_ADDRESS", verl_ray_head.address())
+        # The env's module imports in the run's workers as it does here.
+        patch.setenv(
+            "PYTHONPATH", os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])
+        )
+        rows = trainer.train()
+    return output, rows, verl_ray_head.actors_run()
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(RUN_TIMEOUT_S + 300)  # the run is the setup of whichever test comes first
-def test_verl_trains_two_grpo_steps_with_its_vllm_rollout(vllm_run):
-    output, actors = vllm_run
+def test_verl_trains_two_ppo_steps_with_its_vllm_rollout(vllm_run):
+    output, _, actors = vllm_run
     assert VLLM_ACTOR in actors  # verl's own vLLM server served the rollouts
     rows = trained_rows(output)
     assert [row["step"] for row in rows] == [1, 2]
@@ -116,14 +147,24 @@ def test_verl_trains_two_grpo_steps_with_its_vllm_rollout(vllm_run):
         assert row["training/rollout_probs_diff_max"] < PROB_GAP_TOLERANCE, row
         assert "timing_s/update_weights" in row  # the sync into vLLM ran before the rollout
         assert "rollout_corr/rollout_is_mean" in row
+        # PPO: a value model trained beside the policy (GAE: it learns from every reward).
+        assert math.isfinite(row["critic/vf_loss"]) and row["critic/grad_norm"] > 0, row
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(RUN_TIMEOUT_S + 300)
+def test_the_run_validates_on_the_held_out_rows_before_and_after_training(vllm_run):
+    output, rows, _ = vllm_run
+    assert [row["step"] for row in rows if "val/reward_mean" in row] == [0, 2]
+    assert (output / "data" / "val.parquet").is_file()  # the held-out rows, as verl reads them
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(RUN_TIMEOUT_S + 300)
 def test_no_process_of_the_run_outlives_it(vllm_run):
-    """Ray ends a job's actors once its driver has gone, and the vLLM processes go with verl's
-    server actor; that takes a moment after the command returns, so give it a bounded wait."""
-    output, _ = vllm_run
+    """Ray ends a job's actors once its driver has disconnected, and the vLLM processes go with
+    verl's server actor; that takes a moment after the run returns, so give it a bounded wait."""
+    output, _, _ = vllm_run
     deadline = time.monotonic() + PROCESS_EXIT_GRACE_S
     while (left := processes_naming(output / "verl_metrics")) and time.monotonic() < deadline:
         time.sleep(1)
