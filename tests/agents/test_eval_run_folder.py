@@ -114,15 +114,21 @@ def test_server_death_mid_eval_counts_failures_apart_and_exits_1(tmp_path, capsy
     assert resumed["infra_failures"] == 0 and resumed["episodes"] == 6
 
 
-@pytest.mark.parametrize("kind", ["proc", "file", "locked", "resume-nothing", "resume-damaged"])
+DAMAGED_LINES = {"resume-damaged": b"{broken\n", "resume-not-utf8": b'{"id": "\xff\xfe"}\n'}
+
+
+@pytest.mark.parametrize(
+    "kind", ["proc", "file", "locked", "resume-nothing", "resume-damaged", "resume-not-utf8"]
+)
 def test_bad_output_is_one_line_before_anything_slow(tmp_path, capsys, kind):
     output = {"proc": Path("/proc/rllm-x"), "file": tmp_path / "f"}.get(kind, tmp_path / "o")
     extra = ["--resume"] if kind.startswith("resume") else []
     if kind == "file":
         output.write_text("x")
-    if kind == "resume-damaged":  # a bad line with its newline: damage, not a kill
+    if kind in DAMAGED_LINES:  # a bad line with its newline: damage, not a kill
         output.mkdir()
-        (output / "episodes.jsonl").write_text('{"id": "a:0"}\n{broken\n{"id": "b:0"}\n')
+        damaged = b'{"id": "a:0"}\n' + DAMAGED_LINES[kind] + b'{"id": "b:0"}\n'
+        (output / "episodes.jsonl").write_bytes(damaged)
     # An unknown model would fail later; the folder is checked first.
     argv = [*LAKE, "--model", str(tmp_path / "no-model"), "--output", str(output), *extra]
     expected = {
@@ -131,6 +137,7 @@ def test_bad_output_is_one_line_before_anything_slow(tmp_path, capsys, kind):
         "locked": f"in use by another run (pid {os.getpid()} on",
         "resume-nothing": "holds no run to continue",
         "resume-damaged": "episodes.jsonl:2: not a JSON record",
+        "resume-not-utf8": "episodes.jsonl:2: not a JSON record (not UTF-8",
     }[kind]
     if kind == "locked":
         output.mkdir()
@@ -142,6 +149,27 @@ def test_bad_output_is_one_line_before_anything_slow(tmp_path, capsys, kind):
     assert_one_line_error(code, captured.err, PROG, expected)
     if kind == "resume-nothing":
         assert not output.exists()  # a folder made only for the check goes again
+
+
+def test_repair_moves_damaged_episodes_aside_and_the_resume_goes_on(tmp_path, capsys):
+    output = tmp_path / "o"
+    output.mkdir()
+    log = output / "episodes.jsonl"
+    whole = [Episode(id=f"t{n}:0", info={"seed": n}).to_json().encode() + b"\n" for n in range(3)]
+    damage = [b"{broken\n", b'{"id": "\xff\xfe"}\n']
+    log.write_bytes(whole[0] + damage[0] + whole[1] + damage[1] + whole[2])
+    # The model does not exist: the resume gets past the episodes to it, and stops there.
+    argv = [*LAKE, "--model", str(tmp_path / "no-model"), "--output", str(output), "--resume"]
+    code = main([*argv, "--repair"])
+    captured = capsys.readouterr()
+    assert_one_line_error(code, captured.err, PROG, "no-model")
+    assert f"{PROG}: --repair: moved 2 damaged lines of {log} to {log}.damaged" in captured.out
+    assert log.read_bytes() == b"".join(whole)
+    assert (output / "episodes.jsonl.damaged").read_bytes() == b"".join(damage)
+    without_resume = [arg for arg in argv if arg != "--resume"]
+    assert_one_line_error(
+        main([*without_resume, "--repair"]), capsys.readouterr().err, PROG, "--resume"
+    )
 
 
 def test_resume_keeps_what_a_kill_left_and_drops_its_cut_short_line(tmp_path):

@@ -172,6 +172,15 @@ def test_bad_paths_are_one_line(tmp_path, capsys):
     assert "episodes.jsonl:2: not a JSON record" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("file", ["episodes.jsonl", "metrics.jsonl"])
+def test_bytes_that_are_not_utf8_are_one_line_naming_the_line(tmp_path, capsys, file):
+    (tmp_path / file).write_bytes(b'{"step": 1}\n{"step": "\xff\xfe"}\n{"step": 2}\n')
+    with pytest.raises(RunError, match=rf"{file}:2: .*not UTF-8 \(byte 0xff at column 11\)"):
+        load_run(tmp_path)
+    code = main([str(tmp_path)])
+    assert_one_line_error(code, capsys.readouterr().err, "rllm-view", f"{tmp_path / file}:2: ")
+
+
 def test_the_installed_command_serves_the_run_and_stops_on_ctrl_c(run_folder, tmp_path):
     """The console script a user types: one line with the URL, the API answering, exit 0."""
     refused = run_command("rllm-view", str(tmp_path / "none"))

@@ -177,7 +177,7 @@ def test_task_sources_give_clear_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="not found"):
         sources.load(str(tmp_path / "absent.jsonl"))
     (tmp_path / "broken.jsonl").write_text('{"a": 1}\n{not json\n')
-    with pytest.raises(ValueError, match="broken.jsonl:2: not valid JSON"):
+    with pytest.raises(ValueError, match="broken.jsonl:2: not JSON"):
         sources.load(str(tmp_path / "broken.jsonl"))
     with pytest.raises(ValueError, match="no shipped task set 'test'"):
         sources.load("shipped:test")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import aiohttp
 import pytest
 from rllm_agents.engines.local import LocalEngine
@@ -113,6 +115,26 @@ async def test_a_prompt_longer_than_the_context_is_refused_as_such(tiny_gateway)
     assert caught.value.body["code"] == "context_length_exceeded"
     # Both refusals count, the one of the engine and the one of the request itself.
     assert session.calls == [] and session.failed_calls == 2
+
+
+async def test_max_tokens_beyond_the_model_s_context_is_refused(tiny_gateway, tiny_engine):
+    # Checked first: without the limit the request below would generate a whole context.
+    assert tiny_gateway.context_length == tiny_engine.context_length == 8192
+    async with _client(tiny_gateway.base_url) as client:
+        with pytest.raises(openai.BadRequestError, match="context holds at most 8192") as caught:
+            await client.chat.completions.create(model="m", messages=USER, max_tokens=10**12)
+    assert caught.value.body["param"] == "max_tokens"
+
+
+async def test_token_ids_outside_the_vocabulary_fail_alone(tiny_gateway):
+    async with _client(tiny_gateway.base_url) as client:
+        beside, outside = await asyncio.gather(
+            client.completions.create(model="m", prompt=[1, 2, 3], max_tokens=2),
+            client.completions.create(model="m", prompt=[1, 10**9], max_tokens=2),
+            return_exceptions=True,
+        )
+    assert isinstance(outside, openai.BadRequestError) and "vocabulary" in str(outside)
+    assert beside.choices[0].text is not None  # the batch it would have joined is unharmed
 
 
 async def test_an_engine_failure_is_a_server_error_not_a_hang():

@@ -17,6 +17,7 @@ from rllm_agents.cli.usage import (
     positive_int,
     report_usage_error,
 )
+from rllm_agents.damaged_lines import settle_logs
 from rllm_agents.run_folder import RunFolderError, claim_run_folder, terminate_on_signals
 
 from rllm_train.config import (
@@ -48,6 +49,7 @@ examples:
   rllm-train --env my_pkg.envs:my/Env-v0           # imports my_pkg.envs, which registers it
   rllm-train --env rllm/GymText-v0 env.kwargs.env_id=CartPole-v1
   rllm-train --output runs/a --resume              # continue a stopped or killed run
+  rllm-train --output runs/a --resume --repair     # ... moving its damaged log lines aside
   rllm-train --executor ray --ray-address HEAD:6379 rollout.dispatch=async   # envs on Ray
   rllm-train --env kuhn_poker_v0 multiagent.seats.player_1=random   # vs a scripted player
   rllm-train --env tictactoe_v0 --algorithm rae rollout.n=1           # self-play, every seat
@@ -132,6 +134,12 @@ def build_parser() -> CommandParser:
     parser.add_argument("--device", metavar="DEV", help="auto, cpu or cuda[:N]")
     parser.add_argument("--seed", type=int, help="run seed (task order and sampling)")
     parser.add_argument("--resume", action="store_true", help="continue from DIR's last checkpoint")
+    parser.add_argument(
+        "--repair",
+        action="store_true",
+        help="with --resume: move damaged lines of the run's metrics log to a .damaged file "
+        "beside it and keep every whole row, instead of stopping (docs/training/native.md)",
+    )
     parser.add_argument(
         "--executor",
         choices=EXECUTORS,
@@ -233,6 +241,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Intermixed: overrides may sit between flags (rllm-train env.agent=m:A --steps 2 ...).
         args = build_parser().parse_intermixed_args(argv)
         config = config_from_args(args)
+        if args.repair and not config.trainer.resume:
+            raise UsageError("--repair mends a run's logs for --resume; give both")
         setup = setup_run(config)  # the run, worked out once, for whichever backend
         backend = backend_module(config.trainer.backend)
         backend.check(setup)
@@ -244,6 +254,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         with claim_run_folder(
             config.trainer.output, RUN_MARKERS, resume=config.trainer.resume
         ) as claim:
+            if config.trainer.resume:
+                # Before the model loads: a damaged log refused (or mended) costs nothing.
+                for repair in settle_logs(backend.resume_logs(setup), repair=args.repair):
+                    print(f"{PROG}: --repair: {repair.describe()}")
             rows = backend.train(setup, claim.lock)
         report(config, rows)
     except TooManyFailedEpisodes as error:

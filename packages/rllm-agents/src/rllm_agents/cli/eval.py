@@ -25,7 +25,9 @@ that talks to the model over the OpenAI API, served to it by a recording gateway
 
 An ``--output`` that holds a run is refused unless ``--resume`` (continue it: finished
 (task, sample) pairs are kept and skipped, the rest run) or ``--overwrite``; one run at a
-time writes to a folder (a second is refused, naming the holder's pid).
+time writes to a folder (a second is refused, naming the holder's pid). A damaged line in
+``episodes.jsonl`` stops a resume, naming it; ``--resume --repair`` moves such lines to
+``episodes.jsonl.damaged`` and keeps every whole one.
 
 Scores cover the episodes that ran to an end; infrastructure failures (the server died, the
 env's sandbox failed) are counted apart, as infra_failures.
@@ -85,6 +87,7 @@ from rllm_agents.cli.usage import (
     probability,
     report_usage_error,
 )
+from rllm_agents.damaged_lines import move_damaged_aside
 from rllm_agents.engines import event_loop
 from rllm_agents.engines.base import EngineError
 from rllm_agents.engines.slots import serving_slots
@@ -178,6 +181,12 @@ def build_parser() -> CommandParser:
         "--resume", action="store_true", help="continue the run in --output (skip what finished)"
     )
     existing.add_argument("--overwrite", action="store_true", help="replace the run in --output")
+    parser.add_argument(
+        "--repair",
+        action="store_true",
+        help="with --resume: move damaged lines of episodes.jsonl to episodes.jsonl.damaged "
+        "and keep every whole episode, instead of stopping",
+    )
     parser.add_argument(
         "--max-failure-rate",
         type=probability_or_zero,
@@ -354,6 +363,8 @@ async def evaluate(
     started_at = time.time()
     if (args.resume or args.overwrite) and not args.output:
         raise UsageError("--resume and --overwrite need --output")
+    if args.repair and not args.resume:
+        raise UsageError("--repair mends the episodes of a run for --resume; give both")
     try:
         claim = (
             claim_run_folder(args.output, RUN_MARKERS, resume=args.resume, overwrite=args.overwrite)
@@ -366,6 +377,10 @@ async def evaluate(
     try:
         episodes_path = args.output / EVAL_EPISODES_FILE if args.output else None
         # Read before anything slow: a damaged log is refused before a model loads.
+        if args.repair:
+            repair = move_damaged_aside(episodes_path)
+            if repair.moved:
+                print(f"{PROG}: --repair: {repair.describe()}")
         done = finished_episodes(episodes_path) if args.resume else []
         player = choose_player(args)
         rows, rollout_envs = env_setup(args, player)

@@ -37,7 +37,8 @@ def all_jobs(args: argparse.Namespace, rows: list[dict] | None) -> list[Job]:
 def finished_episodes(path: Path) -> list[Any]:
     """What a resume keeps: the episodes that ran to an end. A last line cut short by a kill
     is dropped (the shared reader skips it); any other bad line is a UsageError naming it,
-    since the rewrite below would lose every episode after it. Infrastructure failures run
+    since the rewrite below would lose every episode after it (--repair moves such lines
+    aside first: rllm_agents.damaged_lines). Infrastructure failures run
     again (their server may be back); the log is rewritten to hold only what is kept,
     through a temporary file, so a kill during the rewrite loses nothing."""
     from rllm_agents.metrics import infrastructure_failure
@@ -47,7 +48,10 @@ def finished_episodes(path: Path) -> list[Any]:
     try:
         kept = [e for e in read_episodes(path) if not infrastructure_failure(e)]
     except EpisodeFileError as error:
-        raise UsageError(f"--resume: {error}; move the file aside or use --overwrite") from None
+        raise UsageError(
+            f"--resume: {error}; --repair moves damaged lines aside and keeps every whole "
+            "one, --overwrite starts over"
+        ) from None
     write_atomic(path, episodes_text(kept))
     return kept
 

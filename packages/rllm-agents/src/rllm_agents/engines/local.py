@@ -154,7 +154,9 @@ class LocalEngine:
         self.stats = BatchStats()
         self._eos_ids = self._collect_eos_ids()
         self._pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-        self._context_length = getattr(model.config, "max_position_embeddings", None)
+        # Tokens of prompt and completion together (None: unbounded); a gateway in front of
+        # the engine refuses a max_tokens beyond it.
+        self.context_length = getattr(model.config, "max_position_embeddings", None)
         self._default_generator = torch.Generator(device=self.device).manual_seed(seed)
         self._requests: queue.Queue = queue.Queue()
         # Weight swaps wait for a moment with no running sequence (see update_weights).
@@ -245,10 +247,10 @@ class LocalEngine:
         ids = prompt_ids_for(self.tokenizer, messages, prompt_ids, tools)
         if not ids:
             raise ValueError("the prompt is empty")
-        if self._context_length is not None and len(ids) >= self._context_length:
+        if self.context_length is not None and len(ids) >= self.context_length:
             raise ContextOverflow(
                 f"prompt of {len(ids)} tokens does not fit the model context "
-                f"({self._context_length} tokens)"
+                f"({self.context_length} tokens)"
             )
         loop = asyncio.get_running_loop()
         return _Request(ids, sampling or SamplingParams(), loop.create_future(), loop)
@@ -501,8 +503,8 @@ class LocalEngine:
 
     def _token_budget(self, request: _Request) -> int:
         budget = request.sampling.max_tokens
-        if self._context_length is not None:
-            budget = min(budget, self._context_length - len(request.prompt_ids))
+        if self.context_length is not None:
+            budget = min(budget, self.context_length - len(request.prompt_ids))
         return max(budget, 1)
 
     def _generator_for(self, sampling: SamplingParams) -> Any:

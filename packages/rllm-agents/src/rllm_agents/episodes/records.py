@@ -7,9 +7,11 @@ Where the episodes of a path are (:func:`episode_files`):
 * an ``rllm-train`` run folder: ``episodes/step_*.jsonl`` in step order (written with
   ``trainer.save_episodes``), or that ``episodes`` folder itself.
 
-A run killed while writing (``kill -9``) can leave its last line cut short; that line has no
-newline at its end, which is how it is told apart from damage: it is skipped and reported
-(:class:`ReadReport`), while a bad line *with* its newline is a :class:`EpisodeFileError`.
+Lines are read as bytes (:mod:`rllm_envs.core.json_lines`). A run killed while writing
+(``kill -9``) can leave its last line cut short; that line has no newline at its end, which is
+how it is told apart from damage: it is skipped and reported (:class:`ReadReport`), while a
+damaged line *with* its newline (not UTF-8, not JSON) is an :class:`EpisodeFileError` naming
+``file:line``.
 Records of every format version read (version 1, written before the version field, reads
 with no env record); a record from a newer version than this code knows is refused.
 
@@ -21,10 +23,11 @@ step it was sampled at (``rllm-view``).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from rllm_envs.core.json_lines import read_lines
 
 from rllm_agents.types import EPISODE_FORMAT_VERSION, Episode
 
@@ -106,18 +109,14 @@ def read_records(
 
 
 def _read_file(file: Path, report: ReadReport) -> Iterator[tuple[int, Episode]]:
-    with file.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                data = json.loads(line)
-            except ValueError as error:
-                if not line.endswith("\n"):  # only a killed writer's last line lacks it
-                    report.cut_lines.append(f"{file}:{number}")
-                    return
-                raise EpisodeFileError(f"{file}:{number}: not a JSON record ({error})") from None
-            yield number, parse_record(data, f"{file}:{number}")
+    for line in read_lines(file):
+        where = f"{file}:{line.number}"
+        if line.cut_short:
+            report.cut_lines.append(where)
+            return
+        if line.value is None:
+            raise EpisodeFileError(f"{where}: not a JSON record ({line.problem})")
+        yield line.number, parse_record(line.value, where)
 
 
 def parse_record(data: object, where: str) -> Episode:

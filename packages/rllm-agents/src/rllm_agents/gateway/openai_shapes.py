@@ -11,10 +11,11 @@ which the server writes as OpenAI's error object ``{"error": {"message", "type",
 What is served and what is refused:
 
 * Sampling: ``temperature``, ``top_p``, ``max_tokens`` / ``max_completion_tokens`` (the
-  latter wins), ``stop`` (a string or a list), ``seed``, ``n``. Penalties, ``logit_bias``,
-  ``response_format`` other than text, ``tool_choice`` other than ``auto``/``none``, ``echo``,
-  ``suffix`` and ``best_of`` > 1 are refused with 400: the engines cannot honour them, and a
-  silently ignored setting would train on a distribution the program did not ask for.
+  latter wins; more than the model's context holds is refused), ``stop`` (a string or a
+  list), ``seed`` (64-bit), ``n``. Penalties, ``logit_bias``, ``response_format`` other than
+  text, ``tool_choice`` other than ``auto``/``none``, ``echo``, ``suffix`` and ``best_of`` > 1
+  are refused with 400: the engines cannot honour them, and a silently ignored setting would
+  train on a distribution the program did not ask for.
 * ``logprobs`` / ``top_logprobs``: the engines report the sampled token's log-probability
   only, so ``top_logprobs`` lists that one token (or nothing when 0).
 * Messages: roles ``system``, ``developer`` (rendered as ``system``: chat templates know no
@@ -24,16 +25,19 @@ What is served and what is refused:
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from rllm_agents import json_codec
 from rllm_agents.engines.base import SamplingParams
+from rllm_agents.gateway.json_nesting import MAX_JSON_DEPTH, deeper_than
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
-# Messages with these roles and keys only need no normalising (checked cheaply).
-PLAIN_ROLES = frozenset({"system", "user", "assistant"})
+# Messages with these roles and keys only need no normalising (checked cheaply). A tuple, not
+# a set: a role may be any JSON value, and a list or object cannot be looked up in a set.
+PLAIN_ROLES = ("system", "user", "assistant")
 PLAIN_KEYS = frozenset({"role", "content", "name"})
 MAX_CHOICES = 128
 MAX_STOP_STRINGS = 16
@@ -165,9 +169,20 @@ class CompletionRequest:
     include_usage: bool = False
 
 
-def parse_json(raw: bytes) -> dict[str, Any]:
+def parse_json(raw: bytes, max_depth: int = MAX_JSON_DEPTH) -> dict[str, Any]:
+    """The request body as an object. A body nested deeper than `max_depth` is refused before
+    it is parsed (see :mod:`~rllm_agents.gateway.json_nesting`), and so is one in UTF-16 or
+    UTF-32: JSON over HTTP is UTF-8, and the depth is measured on UTF-8 bytes."""
+    encoding = json.detect_encoding(raw)
+    if encoding not in ("utf-8", "utf-8-sig"):
+        raise RequestError(400, f"the request body must be UTF-8 JSON (it looks like {encoding})")
+    depth = deeper_than(raw, max_depth)
+    if depth is not None:
+        raise _too_deep(f"{depth} levels", max_depth)
     try:
         body = json_codec.loads(raw)
+    except RecursionError:  # the scan above makes this unreachable; kept as a last guard
+        raise _too_deep("too many levels", max_depth) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise RequestError(400, f"the request body is not valid JSON: {exc}") from None
     if not isinstance(body, dict):
@@ -175,8 +190,17 @@ def parse_json(raw: bytes) -> dict[str, Any]:
     return body
 
 
-def parse_chat(body: dict[str, Any]) -> ChatRequest:
-    """A checked chat-completions request (RequestError when it cannot be served)."""
+def _too_deep(depth: str, max_depth: int) -> RequestError:
+    return RequestError(
+        400,
+        f"the request body nests arrays and objects {depth} deep; the gateway takes at most "
+        f"{max_depth}",
+    )
+
+
+def parse_chat(body: dict[str, Any], context_length: int | None = None) -> ChatRequest:
+    """A checked chat-completions request (RequestError when it cannot be served);
+    `context_length` is the model's, when known (see :func:`_max_tokens`)."""
     _refuse_unsupported(body)
     tool_choice = body.get("tool_choice")
     if tool_choice is not None and tool_choice not in ("auto", "none"):
@@ -194,7 +218,7 @@ def parse_chat(body: dict[str, Any]) -> ChatRequest:
         messages=_messages(body.get("messages")),
         tools=_tools(body.get("tools")),
         tool_choice=tool_choice or "auto",
-        sampling=_sampling(body),
+        sampling=_sampling(body, context_length),
         n=_int_in(body, "n", 1, MAX_CHOICES) or 1,
         logprobs=logprobs,
         top_logprobs=top_logprobs,
@@ -203,7 +227,7 @@ def parse_chat(body: dict[str, Any]) -> ChatRequest:
     )
 
 
-def parse_completion(body: dict[str, Any]) -> CompletionRequest:
+def parse_completion(body: dict[str, Any], context_length: int | None = None) -> CompletionRequest:
     """A checked completions request: a text or token-id prompt, or a list of them."""
     _refuse_unsupported(body)
     if body.get("echo"):
@@ -218,7 +242,7 @@ def parse_completion(body: dict[str, Any]) -> CompletionRequest:
         )
     return CompletionRequest(
         prompts=_prompts(body.get("prompt")),
-        sampling=_sampling(body),
+        sampling=_sampling(body, context_length),
         n=n,
         logprobs=_int_in(body, "logprobs", 0, MAX_TOP_LOGPROBS),
         stream=_optional(body, "stream", bool) or False,
@@ -248,24 +272,39 @@ def _refuse_unsupported(body: dict[str, Any]) -> None:
         )
 
 
-def _sampling(body: dict[str, Any]) -> SamplingRequest:
+def _sampling(body: dict[str, Any], context_length: int | None = None) -> SamplingRequest:
     temperature = _number_in(body, "temperature", 0.0, 2.0)
     top_p = _number_in(body, "top_p", 0.0, 1.0)
     if top_p is not None and top_p == 0:
         raise RequestError(400, "top_p must be greater than 0", param="top_p")
-    max_tokens = _int_in(body, "max_completion_tokens", 1, None)
-    if max_tokens is None:
-        max_tokens = _int_in(body, "max_tokens", 1, None)
-    seed = body.get("seed")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise RequestError(400, "seed must be an integer", param="seed")
     return SamplingRequest(
         temperature=temperature,
         top_p=top_p,
-        max_tokens=max_tokens,
+        max_tokens=_max_tokens(body, context_length),
         stop=_stop(body.get("stop")),
-        seed=seed,
+        # OpenAI's range; the engines seed 64-bit generators with it.
+        seed=_int_in(body, "seed", -(2**63), 2**63 - 1),
     )
+
+
+def _max_tokens(body: dict[str, Any], context_length: int | None) -> int | None:
+    """``max_completion_tokens``, else ``max_tokens``. More than the model's whole context
+    holds is refused, as OpenAI refuses it, rather than cut to fit: no prompt leaves room for
+    it, so the program asked for something impossible and should hear so. A value that fits
+    the context but not beside this prompt is served; the completion stops at the context's
+    end with finish_reason "length", as it would at max_tokens."""
+    name = (
+        "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
+    )
+    value = _int_in(body, name, 1, None)
+    if value is not None and context_length is not None and value > context_length:
+        raise RequestError(
+            400,
+            f"{name} is {value}, but the model's context holds at most {context_length} "
+            "tokens (prompt and completion together)",
+            param=name,
+        )
+    return value
 
 
 def _stop(stop: Any) -> tuple[str, ...] | None:

@@ -62,6 +62,7 @@ class ServingSpec:
     api_key: str | None
     model_name: str
     max_body_bytes: int
+    context_length: int | None
 
 
 @dataclass
@@ -96,6 +97,7 @@ class GatewayProcesses(SessionHost):
         model_name: str = "rllm-gateway",
         tokenizer: Any = None,
         max_body_bytes: int = 64 * 1024 * 1024,
+        context_length: int | None = None,
     ) -> None:
         if processes < 1:
             raise ValueError(f"processes must be at least 1, got {processes}")
@@ -112,6 +114,7 @@ class GatewayProcesses(SessionHost):
             api_key=api_key,
             model_name=model_name,
             max_body_bytes=max_body_bytes,
+            context_length=context_length,
         )
         self.processes = processes
         self.model_name = model_name
@@ -318,6 +321,7 @@ async def _serve(spec: ServingSpec, conn: Connection) -> None:
         model_name=spec.model_name,
         tokenizer=spec.tokenizer,
         max_body_bytes=spec.max_body_bytes,
+        context_length=spec.context_length,
     )
     try:
         await gateway.start()

@@ -25,7 +25,16 @@ Every failure becomes an OpenAI error answer with a fitting status (400 for a re
 gateway or engine refuses, 401 for a wrong key, 404 for an unknown or closed session or path,
 413 for an oversized body, 500 when the engine fails, 503 while no engine is served), with the
 header ``x-should-retry: false`` so the official clients do not resend a request that would
-sample again. The generation of a request whose client hangs up is cancelled.
+sample again. A request whose client hangs up mid-generation runs to its end and is
+recorded (aiohttp does not cancel a handler when its client goes).
+
+Whatever the body, the answer is one of these: a body over ``max_body_bytes`` is refused
+from its Content-Length before it is read, one nested deeper than
+:data:`~rllm_agents.gateway.json_nesting.MAX_JSON_DEPTH` before it is parsed, and a
+``max_tokens`` larger than the model's context (``context_length``: given, or the engine's
+own) is refused rather than cut to fit. A client that hangs up before its request is read, or
+sends HTTP that does not parse, is logged as one debug line
+(:mod:`~rllm_agents.gateway.client_faults`).
 
 ``n > 1`` sends n requests to the engine at once (the local engine batches them); a seeded
 request gives choice i the seed ``seed + i``. Streaming (``stream: true``) sends the finished
@@ -58,6 +67,7 @@ from rllm_agents.engines.event_loop import all_or_none
 from rllm_agents.gateway import openai_replies as replies
 from rllm_agents.gateway import openai_shapes as shapes
 from rllm_agents.gateway.answers import chat_choice, text_choice
+from rllm_agents.gateway.client_faults import ServerLog, client_gone
 from rllm_agents.gateway.openai_replies import Choice
 from rllm_agents.gateway.openai_shapes import RequestError, SamplingRequest
 from rllm_agents.gateway.prompts import RenderedPrompt, context_after, render_chat_prompt
@@ -82,6 +92,7 @@ class Gateway(SessionHost):
         model_name: str = "rllm-gateway",
         tokenizer: Any = None,
         max_body_bytes: int = 64 * 1024 * 1024,
+        context_length: int | None = None,
     ) -> None:
         self.engine = engine
         self.host = host
@@ -90,6 +101,12 @@ class Gateway(SessionHost):
         self.model_name = model_name
         self.tokenizer = tokenizer if tokenizer is not None else getattr(engine, "tokenizer", None)
         self.max_body_bytes = max_body_bytes
+        # Tokens of prompt and completion together; None: not known, max_tokens goes as asked.
+        self.context_length = (
+            context_length
+            if context_length is not None
+            else getattr(engine, "context_length", None)
+        )
         self._sessions: dict[str, GatewaySession] = {}
         self._runner: web.AppRunner | None = None
         self._expected_auth = f"Bearer {api_key}".encode() if api_key else None
@@ -121,7 +138,7 @@ class Gateway(SessionHost):
             app.router.add_post(prefix + "/v1/chat/completions", self._chat)
             app.router.add_post(prefix + "/v1/completions", self._completions)
             app.router.add_get(prefix + "/v1/models", self._models)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, logger=ServerLog())
         await runner.setup()
         try:
             # Hundreds of programs connect at once when a run starts; aiohttp's default backlog
@@ -194,6 +211,10 @@ class Gateway(SessionHost):
             message = f"{request.method} {request.path}: {exc.reason}"
             return _error_response(RequestError(exc.status, message))
         except Exception as exc:  # noqa: BLE001 - the client gets an answer, the log the trace
+            if client_gone(request, exc):
+                log.debug("gateway: %s %s: the client disconnected", request.method, request.path)
+                # An answer all the same (aiohttp expects one); nobody is left to read it.
+                return _error_response(RequestError(400, "the client disconnected"))
             log.exception("gateway: %s %s failed", request.method, request.path)
             message = f"internal gateway error: {type(exc).__name__}: {exc}"
             return _error_response(RequestError(500, message))
@@ -215,7 +236,21 @@ class Gateway(SessionHost):
         return session
 
     async def _body(self, request: web.Request) -> dict[str, Any]:
-        return shapes.parse_json(await request.read())
+        declared = request.content_length
+        if declared is not None and declared > self.max_body_bytes:
+            raise self._too_large(f" of {declared} bytes")  # before reading any of it
+        try:
+            raw = await request.read()
+        except web.HTTPRequestEntityTooLarge:  # a body sent without its length
+            raise self._too_large() from None
+        return shapes.parse_json(raw)
+
+    def _too_large(self, size: str = "") -> RequestError:
+        return RequestError(
+            413,
+            f"the request body{size} is over the limit: the gateway takes at most "
+            f"{self.max_body_bytes} bytes",
+        )
 
     async def _generate(self, **call: Any) -> ModelOutput:
         if self.engine is None:
@@ -253,14 +288,34 @@ class Gateway(SessionHost):
 
     def _encode(self, prompt: str | list[int]) -> list[int]:
         if isinstance(prompt, list):
-            return prompt
+            return self._in_vocabulary(prompt)
         if self.tokenizer is None:
             raise RequestError(
                 400,
                 "prompt: this gateway has no tokenizer, so it takes token-id prompts only",
                 param="prompt",
             )
-        return list(self.tokenizer.encode(prompt))
+        try:
+            return list(self.tokenizer.encode(prompt))
+        except Exception as exc:  # noqa: BLE001 - e.g. a lone surrogate, which UTF-8 cannot hold
+            raise RequestError(
+                400,
+                f"prompt: the tokenizer cannot encode it: {type(exc).__name__}: {exc}",
+                param="prompt",
+            ) from None
+
+    def _in_vocabulary(self, ids: list[int]) -> list[int]:
+        """`ids`, refused when one is no token of the tokenizer (if the gateway has one). The
+        engine would index its embedding table with it and fail - together with the prompts
+        admitted beside it, and on a GPU with a device-side assert that ends the process."""
+        if self.tokenizer is not None and max(ids) >= len(self.tokenizer):
+            raise RequestError(
+                400,
+                f"prompt: token id {max(ids)} is not in the model's vocabulary "
+                f"(0 to {len(self.tokenizer) - 1})",
+                param="prompt",
+            )
+        return ids
 
     # ---- endpoints ------------------------------------------------------------------------------
 
@@ -268,7 +323,7 @@ class Gateway(SessionHost):
         call = _Call.arrive(self._session_of(request))
         prompt: RenderedPrompt | None = None
         with call.counting_failure():  # a refused request is a failed call of the session too
-            chat = shapes.parse_chat(await self._body(request))
+            chat = shapes.parse_chat(await self._body(request), self.context_length)
             params = call.sampling(chat.sampling, chat.n)
             if self.tokenizer is not None:
                 prompt = self._render(chat, call.session)
@@ -297,7 +352,7 @@ class Gateway(SessionHost):
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         call = _Call.arrive(self._session_of(request))
         with call.counting_failure():
-            completion = shapes.parse_completion(await self._body(request))
+            completion = shapes.parse_completion(await self._body(request), self.context_length)
             params = call.sampling(completion.sampling, completion.n)
             prompts = [self._encode(prompt) for prompt in completion.prompts]
             engine_calls = [{"prompt_ids": ids, "sampling": p} for ids in prompts for p in params]

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from rllm_envs.core.json_lines import DamagedLineError, whole_objects
 
 from rllm_agents.episodes import EpisodeFileError, ReadReport, episode_files, read_records
 from rllm_agents.episodes.records import (
@@ -52,16 +53,12 @@ class Run:
     cut_lines: list[str] = field(default_factory=list)  # skipped lines a killed writer cut short
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as error:
-            raise RunError(f"{path}:{number} is not JSON ({error.msg})") from None
-    return rows
+def _read_metrics(path: Path) -> list[dict[str, Any]]:
+    """rllm-train's rows; a last line cut short (a run still writing it) is left out."""
+    try:
+        return [row for _, row in whole_objects(path, skip_cut_short=True)]
+    except DamagedLineError as error:
+        raise RunError(str(error)) from None
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -71,6 +68,8 @@ def _read_json(path: Path) -> dict[str, Any]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as error:
         raise RunError(f"{path} is not JSON ({error.msg})") from None
+    except UnicodeDecodeError as error:
+        raise RunError(f"{path} is not UTF-8 (byte at offset {error.start})") from None
     return data if isinstance(data, dict) else {}
 
 
@@ -119,7 +118,7 @@ def load_run(path: str | Path) -> Run:
         )
     episodes, steps, report = read_run_episodes(given)
     metrics_path = folder / METRICS_FILE
-    metrics = _read_jsonl(metrics_path) if metrics_path.is_file() else []
+    metrics = _read_metrics(metrics_path) if metrics_path.is_file() else []
     summary = _read_json(folder / "summary.json")
     train = _train_config(folder) if metrics or (folder / "config.yaml").is_file() else {}
     if train:

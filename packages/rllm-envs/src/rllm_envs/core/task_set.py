@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from rllm_envs.core.json_lines import whole_objects
+
 Row = dict[str, Any]
 
 
@@ -58,15 +60,8 @@ class TaskSet:
 
 
 def _read_jsonl(path: Path) -> list[Row]:
-    rows = []
-    with path.open(encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, 1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as error:
-                    raise ValueError(f"{path}:{line_number}: not valid JSON ({error})") from error
-    return rows
+    # A task file is written by hand: a last line cut short is a mistake like any other.
+    return [row for _, row in whole_objects(path, skip_cut_short=False)]
 
 
 def _read_json(path: Path) -> list[Row]:

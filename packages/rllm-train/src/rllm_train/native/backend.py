@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import urllib.parse
+from pathlib import Path
 from typing import Any
 
 from rllm_train.config import ConfigError, TrainConfig
@@ -56,6 +57,13 @@ def train(setup: RunSetup, lock: Any = None) -> list[dict[str, Any]]:
     from rllm_train.native.trainers import trainer_class
 
     return trainer_class(setup.config)(setup.config, setup=setup, run_lock=lock).train()
+
+
+def resume_logs(setup: RunSetup) -> list[Path]:
+    """The log a resume keeps rows of: ``metrics.jsonl`` (reporting.MetricsLog)."""
+    from rllm_train.run.reporting import METRICS_FILE
+
+    return [Path(setup.config.trainer.output) / METRICS_FILE]
 
 
 # Where Ray's head listens when an address names no port: the GCS, or the Ray Client server.

@@ -3,7 +3,9 @@
 A checkpoint is a directory ``checkpoints/step_<N>`` written under a temporary name and renamed
 into place, then ``checkpoints/latest`` (a one-line file, itself replaced atomically) points to
 it. It holds the trainable weights, the optimizer, every RNG state and the step counter (which
-also fixes the data order: each step's task seeds derive from the step number).
+also fixes the data order: each step's task seeds derive from the step number), and the run's
+metrics rows up to its step: a resume gives back from them any row ``metrics.jsonl`` lost
+(a line cut short, or one moved aside by ``--repair``), since those steps never play again.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ class TrainState:
     value_head: dict[str, torch.Tensor] | None
     rng: dict[str, Any]
     extra: dict[str, Any] = field(default_factory=dict)  # e.g. RAE's per-role baselines
+    metrics_rows: list[dict[str, Any]] = field(default_factory=list)  # the run's, to this step
 
 
 def rng_states() -> dict[str, Any]:
@@ -82,6 +85,7 @@ def save(directory: Path, state: TrainState, keep: int) -> Path:
         "value_head": state.value_head,
         "rng": state.rng,
         "extra": state.extra,
+        "metrics_rows": state.metrics_rows,
     }
     torch.save(payload, staging / STATE_FILE)
     fsync_file(staging / STATE_FILE)
@@ -120,6 +124,7 @@ def load_latest(directory: Path) -> TrainState | None:
         value_head=payload["value_head"],
         rng=payload["rng"],
         extra=payload.get("extra", {}),
+        metrics_rows=payload.get("metrics_rows", []),  # none in checkpoints from before them
     )
 
 

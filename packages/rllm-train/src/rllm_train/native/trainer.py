@@ -134,6 +134,7 @@ class NativeTrainer:
         self._step_sampler: EpisodeSampler | None = None  # tree: the training episodes
         self.source: PlayedHere | PlayedAhead = self._played_here()
         self._restored_played: list[PlayedStep] = []
+        self._checkpoint_rows: list[dict[str, Any]] = []  # the resumed checkpoint's own rows
         self._judging: EpisodeJudging | None = None
         self.scoring = game_scoring() if self.multiagent is not None else AGENT_SCORING
 
@@ -368,9 +369,11 @@ class NativeTrainer:
             self.role_baselines.values = dict(state.extra.get(ROLE_BASELINES, {}))
         self._restored_played = [PlayedStep.from_dict(d) for d in state.extra.get(PENDING_KEY, [])]
         self.curriculum.restore(state.extra.get(CURRICULUM_KEY))
+        self._checkpoint_rows = state.metrics_rows
         self.completed_steps = state.step
 
-    def save_checkpoint(self) -> Path:
+    def save_checkpoint(self, rows: list[dict[str, Any]]) -> Path:
+        """A checkpoint of the steps completed; `rows` are the run's metrics rows so far."""
         state = checkpoint.TrainState(
             step=self.completed_steps,
             model=checkpoint.trainable_state(self.model),
@@ -378,6 +381,7 @@ class NativeTrainer:
             value_head=self.value_head.state_dict() if self.value_head is not None else None,
             rng=checkpoint.rng_states(),
             extra=self._checkpoint_extra(),
+            metrics_rows=list(rows),
         )
         return checkpoint.save(
             self.output / "checkpoints", state, self.config.trainer.keep_checkpoints
@@ -415,7 +419,9 @@ class NativeTrainer:
         if trainer.resume:
             self._resume()
         save_config(self.config, self.output / reporting.CONFIG_FILE)
-        log = reporting.MetricsLog(self.output, trainer.tensorboard, self.completed_steps)
+        log = reporting.MetricsLog(
+            self.output, trainer.tensorboard, self.completed_steps, self._checkpoint_rows
+        )
         progress, bar = reporting.progress_bar(
             trainer.steps, self.completed_steps, trainer.progress
         )
@@ -443,7 +449,7 @@ class NativeTrainer:
             with progress:
                 self._run_steps(log, rows, shown)
             if not trainer.save_every or self.completed_steps % trainer.save_every:
-                self.save_checkpoint()
+                self.save_checkpoint(rows)
         finally:
             self.close()
             log.close()
@@ -489,6 +495,6 @@ class NativeTrainer:
             rows.append(row)
             if trainer.save_every and self.completed_steps % trainer.save_every == 0:
                 started = time.perf_counter()
-                self.save_checkpoint()
+                self.save_checkpoint(rows)
                 checkpoint_seconds = time.perf_counter() - started
             shown(row)

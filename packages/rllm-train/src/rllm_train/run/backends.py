@@ -1,11 +1,14 @@
 """The backends, as a table: ``trainer.backend`` -> the module that trains with it.
 
-Each module offers the same three functions of a :class:`~rllm_train.run.setup.RunSetup`:
+Each module offers the same four functions of a :class:`~rllm_train.run.setup.RunSetup`:
 
 * ``check(setup)`` - what the backend needs that the config alone cannot tell (the model, the
   env, recorded episodes...), quick, before the run folder is claimed;
 * ``dry_run(setup) -> str`` - what it would run, checked, nothing slow started;
-* ``train(setup, lock) -> rows`` - the run itself, in the claimed folder; its metric rows.
+* ``train(setup, lock) -> rows`` - the run itself, in the claimed folder; its metric rows;
+* ``resume_logs(setup) -> paths`` - the JSON-lines logs a resume keeps rows of, which
+  ``rllm-train --resume`` checks for damaged lines (or ``--repair`` mends) before anything
+  slow (:mod:`rllm_agents.damaged_lines`).
 
 ``rllm-train`` and ``AgentTrainer`` go through this table, so neither reaches into a backend,
 and adding one is adding a row. The modules are imported on use: the verl backend's needs

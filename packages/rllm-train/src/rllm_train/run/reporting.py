@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from rllm_agents.run_folder import append_durable, write_atomic
+from rllm_envs.core.json_lines import whole_objects
 
 METRICS_FILE = "metrics.jsonl"
 CURVE_FILE = "reward_curve.png"
@@ -22,27 +24,31 @@ RUN_MARKERS = ("checkpoints/latest", METRICS_FILE, CONFIG_FILE)
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
+    """The rows of `path`. A last line cut short by a killed run is left out (its step plays
+    again, or its checkpoint gives the row back: see reconcile); any other damaged line is a
+    DamagedLineError naming it, since every row after it would be lost with it."""
     if not path.is_file():
         return []
-    rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            break  # a line cut short by a killed run ends the readable log
-    return rows
+    return [row for _, row in whole_objects(path, skip_cut_short=True)]
 
 
-def reconcile(rows: list[dict[str, Any]], checkpoint_step: int) -> list[dict[str, Any]]:
+def reconcile(
+    rows: list[dict[str, Any]],
+    checkpoint_step: int,
+    checkpoint_rows: Iterable[dict[str, Any]] = (),
+) -> list[dict[str, Any]]:
     """The rows a run resumed from `checkpoint_step` keeps: each step up to the checkpoint's
     once (the last written wins), none past it (those steps run again).
 
-    A run without a checkpoint starts over, its validation before training (step 0) included.
+    `checkpoint_rows`, the rows the checkpoint itself keeps, give back any row of those steps
+    that the log lacks (a line cut short or moved aside by --repair): a step whose checkpoint
+    exists never plays again, so nothing else could give its row back. A run without a
+    checkpoint starts over, its validation before training (step 0) included.
     """
     if checkpoint_step == 0:
         return []
     by_step: dict[int, dict[str, Any]] = {}
-    for row in rows:
+    for row in [*checkpoint_rows, *rows]:
         step = row.get("step", 0)
         if step <= checkpoint_step:
             by_step[step] = row
@@ -59,12 +65,19 @@ class MetricsLog:
     the old log whole.
 
     ``earlier_rows`` holds the rows kept from before the resume, so that what is reported at
-    the end covers the whole run.
+    the end covers the whole run; `checkpoint_rows` (those the resumed checkpoint keeps) fill
+    in any the log lost.
     """
 
-    def __init__(self, output: Path, tensorboard: bool, resume_step: int) -> None:
+    def __init__(
+        self,
+        output: Path,
+        tensorboard: bool,
+        resume_step: int,
+        checkpoint_rows: Iterable[dict[str, Any]] = (),
+    ) -> None:
         self.path = output / METRICS_FILE
-        kept = reconcile(read_metrics(self.path), resume_step)
+        kept = reconcile(read_metrics(self.path), resume_step, checkpoint_rows)
         self.earlier_rows = kept
         if self.path.exists() or kept:
             text = "".join(json.dumps(row) + "\n" for row in kept)

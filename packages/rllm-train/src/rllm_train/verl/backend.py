@@ -5,6 +5,7 @@ Importing this module imports neither verl nor Ray: each function does, when cal
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from rllm_train.run.setup import RunSetup
@@ -32,3 +33,11 @@ def train(setup: RunSetup, lock: Any = None) -> list[dict[str, Any]]:
     from rllm_train import verl as verl_backend
 
     return verl_backend.run(setup)
+
+
+def resume_logs(setup: RunSetup) -> list[Path]:
+    """The logs a resume keeps rows of: verl's, one per attempt, which ``metrics.jsonl`` is
+    rebuilt from (rllm_train.verl.metrics_bridge)."""
+    from rllm_train.verl.metrics_bridge import ATTEMPTS_FOLDER, attempt_files
+
+    return attempt_files(Path(setup.config.trainer.output) / ATTEMPTS_FOLDER)

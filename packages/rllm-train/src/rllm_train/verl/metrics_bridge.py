@@ -20,6 +20,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from rllm_envs.core.json_lines import whole_objects
+
 from rllm_train.run import reporting
 
 ATTEMPTS_FOLDER = "verl_metrics"
@@ -87,16 +89,19 @@ def record_step(record: Mapping[str, Any]) -> int:
     return int(named) if named is not None else int(record["step"])
 
 
+def attempt_files(folder: Path) -> list[Path]:
+    """verl's logs in `folder`, one per attempt, the first attempt's first."""
+    return sorted(folder.glob("attempt-*.jsonl"))
+
+
 def read_attempts(folder: Path) -> dict[int, dict[str, Any]]:
     """Step -> verl's metrics, across attempts in order (a later one replaces an earlier one)."""
     steps: dict[int, dict[str, Any]] = {}
-    for attempt in sorted(folder.glob("attempt-*.jsonl")):
+    for attempt in attempt_files(folder):
         this_attempt: dict[int, dict[str, Any]] = {}
-        for line in attempt.read_text(encoding="utf-8").splitlines():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                break  # a line cut short by a killed run ends that attempt's readable log
+        # A killed attempt's last line may be cut short; any other damaged line stops the
+        # rebuild (rllm-train --resume --repair moves it aside) instead of ending the attempt.
+        for _, record in whole_objects(attempt, skip_cut_short=True):
             # verl logs a step's training metrics and its validation in separate calls.
             this_attempt.setdefault(record_step(record), {}).update(record["data"])
         steps.update(this_attempt)

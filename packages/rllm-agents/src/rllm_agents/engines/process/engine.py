@@ -95,6 +95,10 @@ class ProcessEngine:
         self._closed = False
         self.stats = BusyTime()
         self.policy_version = version
+        # The served model's, as LocalEngine reads it (a gateway refuses a max_tokens beyond it).
+        self.context_length = getattr(
+            getattr(model, "config", None), "max_position_embeddings", None
+        )
         self._reader = threading.Thread(target=self._read, name="rllm-process-reader", daemon=True)
         self._reader.start()
         # Whatever happens to this object, the child does not outlive it.

@@ -98,6 +98,9 @@ class VLLMEngine(VLLMFront):
         # ends them then (and on close, once vLLM has stopped them).
         self._watchdog = reaper.watch_new(os.getpid(), earlier)
         computes_in = self._engine.model_config.dtype  # "auto" resolved
+        # Tokens of prompt and completion together, as vLLM resolved max_model_len (a gateway
+        # in front of the engine refuses a max_tokens beyond it).
+        self.context_length = self._engine.model_config.max_model_len
         self.policy = PolicyState(self._engine, self.settings, weights_dtype=computes_in)
         self.dtype = str(computes_in).removeprefix("torch.")  # "bfloat16", "float32", ...
 
