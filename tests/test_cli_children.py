@@ -62,7 +62,10 @@ def run_and_kill(command: list[str], marker: str, sig: signal.Signals, ready: Pa
             process.kill()
             process.wait()
     if sig == signal.SIGTERM:
-        assert process.returncode == 128 + signal.SIGTERM, process.stderr.read()[-3000:]
+        stderr = process.stderr.read()
+        assert process.returncode == 128 + signal.SIGTERM, stderr[-3000:]
+        # Said as Ctrl-C is: what stopped it, and how to go on.
+        assert stderr.rstrip().endswith("terminated by SIGTERM; continue with --resume"), stderr
     deadline = time.monotonic() + 30
     while any(reaper.running(pid) for pid in children) and time.monotonic() < deadline:
         time.sleep(0.2)

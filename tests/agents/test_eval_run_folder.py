@@ -118,13 +118,22 @@ DAMAGED_LINES = {"resume-damaged": b"{broken\n", "resume-not-utf8": b'{"id": "\x
 
 
 @pytest.mark.parametrize(
-    "kind", ["proc", "file", "locked", "resume-nothing", "resume-damaged", "resume-not-utf8"]
-)
+    "kind",
+    [
+        "proc", "file", "locked", "resume-nothing", "resume-damaged", "resume-not-utf8",
+        "overwrite-train-run",
+    ],
+)  # fmt: skip
 def test_bad_output_is_one_line_before_anything_slow(tmp_path, capsys, kind):
     output = {"proc": Path("/proc/rllm-x"), "file": tmp_path / "f"}.get(kind, tmp_path / "o")
     extra = ["--resume"] if kind.startswith("resume") else []
     if kind == "file":
         output.write_text("x")
+    if kind == "overwrite-train-run":  # rllm-train's folder: --overwrite would leave it mixed
+        output.mkdir()
+        (output / "metrics.jsonl").write_text('{"step": 1}\n')
+        (output / "summary.json").write_text("{}")
+        extra = ["--overwrite"]
     if kind in DAMAGED_LINES:  # a bad line with its newline: damage, not a kill
         output.mkdir()
         damaged = b'{"id": "a:0"}\n' + DAMAGED_LINES[kind] + b'{"id": "b:0"}\n'
@@ -138,6 +147,7 @@ def test_bad_output_is_one_line_before_anything_slow(tmp_path, capsys, kind):
         "resume-nothing": "holds no run to continue",
         "resume-damaged": "episodes.jsonl:2: not a JSON record",
         "resume-not-utf8": "episodes.jsonl:2: not a JSON record (not UTF-8",
+        "overwrite-train-run": "holds an rllm-train run (metrics.jsonl); rllm-eval does not",
     }[kind]
     if kind == "locked":
         output.mkdir()
@@ -149,6 +159,8 @@ def test_bad_output_is_one_line_before_anything_slow(tmp_path, capsys, kind):
     assert_one_line_error(code, captured.err, PROG, expected)
     if kind == "resume-nothing":
         assert not output.exists()  # a folder made only for the check goes again
+    if kind == "overwrite-train-run":
+        assert (output / "summary.json").read_text() == "{}"  # the other run untouched
 
 
 def test_repair_moves_damaged_episodes_aside_and_the_resume_goes_on(tmp_path, capsys):

@@ -11,6 +11,7 @@ import sys
 import textwrap
 import time
 
+import docker
 import pytest
 from rllm_envs.core.failures import InfrastructureFailure
 from rllm_envs.sandbox import (
@@ -35,10 +36,27 @@ def test_backends_are_chosen_by_name_with_clear_errors(monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(MissingEngineError, match="apt-get install bubblewrap"):
         make_sandbox("bwrap")
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    monkeypatch.setattr(
+        "docker.from_env", lambda: docker.DockerClient("unix:///nonexistent/d.sock")
+    )
     with pytest.raises(
         MissingEngineError, match="running Docker engine.*apt-get install docker.io"
     ):
+        make_sandbox("docker")
+    with pytest.raises(MissingEngineError, match="the address given is unix:///nonexistent/"):
         make_sandbox("docker", base_url="unix:///nonexistent/docker.sock")
+
+
+def test_a_wrong_docker_host_is_named_not_docker_missing(monkeypatch):
+    """Docker installed and running, DOCKER_HOST pointing elsewhere: the error names the
+    address to fix rather than asking to install Docker."""
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    with pytest.raises(MissingEngineError) as error:
+        make_sandbox("docker")
+    message = str(error.value)
+    assert "DOCKER_HOST is unix:///nonexistent/docker.sock" in message, message
+    assert "apt-get install" not in message
 
 
 def test_policy_validates_and_describes_itself():

@@ -162,6 +162,18 @@ def test_resume_of_nothing_and_a_fresh_run_over_an_old_one_are_refused(tmp_path,
     assert "already holds a run; pass --resume" in line
 
 
+def test_an_eval_run_folder_is_not_trained_into(tmp_path, capsys):
+    """rllm-eval's folder holds a summary.json rllm-train would replace: a mixed folder."""
+    (tmp_path / "episodes.jsonl").write_text('{"id": "a:0"}\n')
+    (tmp_path / "summary.json").write_text("{}")
+    for extra in ((), ("--resume",)):
+        line = refusal(capsys, ["--model", "tiny", "--output", str(tmp_path), *extra])
+        assert "holds an rllm-eval run (episodes.jsonl); rllm-train does not" in line
+    assert sorted(path.name for path in tmp_path.iterdir()) == [
+        ".lock", "episodes.jsonl", "summary.json",
+    ]  # fmt: skip
+
+
 def test_a_held_lock_names_its_holder(tmp_path, capsys):
     with RunLock.acquire(tmp_path):
         line = refusal(capsys, ["--model", "tiny", "--output", str(tmp_path)])

@@ -55,6 +55,37 @@ async def test_what_a_finished_program_left_running_is_killed(tmp_path):
     assert_gone(int(pid_file.read_text()))
 
 
+# A program whose background process leaves its process group: by setsid, or by a daemon's
+# double fork (the grandchild re-parents to init). It writes that process's pid to argv[1].
+ESCAPING_PROGRAM = """
+import os, subprocess, sys, time
+if sys.argv[2] == "setsid":
+    pid = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"],
+                           start_new_session=True).pid
+else:
+    read_end, write_end = os.pipe()
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.write(write_end, str(os.getpid()).encode())
+            time.sleep(300)
+        os._exit(0)
+    os.close(write_end)
+    pid = int(os.read(read_end, 32))
+open(sys.argv[1], "w").write(str(pid))
+"""
+
+
+@pytest.mark.parametrize("how", ["setsid", "double-fork"])
+async def test_a_process_that_left_the_group_is_killed_too(tmp_path, how):
+    pid_file = tmp_path / "escaped.pid"
+    argv = [sys.executable, "-c", ESCAPING_PROGRAM, str(pid_file), how]
+    done = await run_command(argv, stdin="", env=os.environ, timeout_s=30, grace_s=5)
+    assert done.returncode == 0, done.stderr
+    assert done.seconds < 5  # not held up by the escaped process's copy of stdout
+    assert_gone(int(pid_file.read_text()))
+
+
 async def test_the_time_limit_kills_the_whole_group(tmp_path):
     argv, pid_file = forking(tmp_path, "hang")
     done = await run_command(argv, stdin="", env=os.environ, timeout_s=1.5, grace_s=0.5)

@@ -64,6 +64,28 @@ def descendants(root: int) -> list[tuple[int, str]]:
     return sorted(found.items())
 
 
+def carrying(variable: str, value: str) -> list[int]:
+    """Live processes whose environment holds ``variable=value`` (Linux; elsewhere none).
+
+    An environment is inherited through fork, exec and setsid alike, so this finds what a
+    program started even after it left the program's process group, session or parentage
+    (a double fork re-parents to init). Only processes of our own user can be read."""
+    if not sys.platform.startswith("linux"):
+        return []
+    entry_bytes = f"{variable}={value}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environment = (entry / "environ").read_bytes()
+        except OSError:  # gone meanwhile, or another user's
+            continue
+        if entry_bytes in environment.split(b"\0") and running(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
 @dataclass
 class Watchdog:
     process: subprocess.Popen

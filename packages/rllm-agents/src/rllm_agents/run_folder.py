@@ -27,6 +27,7 @@ import errno
 import fcntl
 import json
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -68,17 +69,46 @@ def check_output(path: Path) -> Path:
     return path
 
 
+# Files only one tool's runs hold, by the command that writes them (summary.json, which both
+# write, tells nothing). A folder holding another tool's run is not written into, whatever the
+# mode: an --overwrite there would leave a folder half one run and half the other.
+RUN_SIGNATURES: dict[str, tuple[str, ...]] = {
+    "rllm-train": ("metrics.jsonl", "config.yaml", "checkpoints"),
+    "rllm-eval": ("episodes.jsonl",),
+}
+
+
 def holds_run(path: Path, markers: tuple[str, ...]) -> bool:
     """Whether `path` holds (part of) a run: any of the files a run writes exists there."""
     return any((Path(path) / marker).exists() for marker in markers)
 
 
+def check_not_foreign(path: Path, tool: str) -> None:
+    """Refuse a folder that holds a run another tool (a key of RUN_SIGNATURES) wrote."""
+    for other, signature in RUN_SIGNATURES.items():
+        found = [name for name in signature if (Path(path) / name).exists()]
+        if other != tool and found:
+            raise RunFolderError(
+                f"--output {path} holds an {other} run ({', '.join(found)}); {tool} does not "
+                "write into another tool's run: choose another --output"
+            )
+
+
 def check_run_mode(
-    path: Path, markers: tuple[str, ...], *, resume: bool, overwrite: bool | None = None
+    path: Path,
+    markers: tuple[str, ...],
+    *,
+    resume: bool,
+    overwrite: bool | None = None,
+    tool: str | None = None,
 ) -> None:
-    """Refuse to start over an earlier run (unless `overwrite`) or to resume a missing one.
+    """Refuse another tool's run folder (`tool`: the command asking, a key of
+    RUN_SIGNATURES), to start over an earlier run (unless `overwrite`) or to resume a missing
+    one.
 
     ``overwrite=None``: the CLI has no --overwrite (the refusal does not offer it)."""
+    if tool is not None:
+        check_not_foreign(path, tool)
     present = holds_run(path, markers)
     if resume and not present:
         raise RunFolderError(f"--resume: {path} holds no run to continue (nothing of {markers})")
@@ -188,7 +218,12 @@ class RunClaim:
 
 
 def claim_run_folder(
-    path: Path, markers: tuple[str, ...], *, resume: bool, overwrite: bool | None = None
+    path: Path,
+    markers: tuple[str, ...],
+    *,
+    resume: bool,
+    overwrite: bool | None = None,
+    tool: str | None = None,
 ) -> RunClaim:
     """check_output, RunLock.acquire and check_run_mode in one: the folder is usable, this
     process is its only writer, and what it holds fits the mode. Cheap: call it before
@@ -198,7 +233,7 @@ def claim_run_folder(
     check_output(path)
     claim = RunClaim(path, RunLock.acquire(path), created)
     try:
-        check_run_mode(path, markers, resume=resume, overwrite=overwrite)
+        check_run_mode(path, markers, resume=resume, overwrite=overwrite, tool=tool)
     except BaseException:
         claim.release(started=False)
         raise
@@ -284,10 +319,75 @@ def append_durable(path: Path, line: str) -> None:
 # ---- processes -----------------------------------------------------------------------------
 
 
+class Terminated(SystemExit):
+    """A signal unwinding the program (terminate_on_signals); its exit status is 128 + the
+    signal, as a shell reports a process the signal killed."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(128 + signum)
+        self.signal_name = signal.Signals(signum).name
+
+
 def _unwind(signum: int, _frame: object) -> None:
     # SystemExit, not an abrupt exit: finally blocks, context managers and atexit run, and
     # they are what stops model servers, Ray and containers.
-    raise SystemExit(128 + signum)
+    raise Terminated(signum)
+
+
+# Below this much free space, a failed write is taken for a full disk even where the writer
+# lost the errno (torch.save reports a full disk as a RuntimeError of its stream).
+NEARLY_FULL_BYTES = 1 << 20
+DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+
+def exception_chain(error: BaseException) -> list[BaseException]:
+    """`error` and the exceptions it was raised from or while handling, newest first."""
+    chain: list[BaseException] = []
+    while error is not None and error not in chain:
+        chain.append(error)
+        error = error.__cause__ or error.__context__
+    return chain
+
+
+def free_bytes(folder: Path) -> int | None:
+    """Free space on the file system holding `folder` (its nearest existing parent)."""
+    for path in (Path(folder), *Path(folder).parents):
+        if path.exists():
+            try:
+                return shutil.disk_usage(path).free
+            except OSError:
+                return None
+    return None
+
+
+def describe_full_disk(error: BaseException, folder: Path) -> str | None:
+    """One line for `error` if a full disk under `folder` caused it (an ENOSPC or EDQUOT
+    anywhere in its chain, or a failure with next to no space left), else None."""
+    free = free_bytes(folder)
+    full = any(
+        isinstance(link, OSError) and link.errno in DISK_FULL_ERRNOS
+        for link in exception_chain(error)
+    )
+    if not (full or (free is not None and free < NEARLY_FULL_BYTES)):
+        return None
+    left = "" if free is None else f" ({_size(free)} free there)"
+    return f"the disk is full: writing under {folder} failed{left}"
+
+
+def _size(count: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if count < 1024 or unit == "GB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1024
+    return f"{count} B"
+
+
+def report_stop(prog: str, stop: BaseException, *, resumable: bool) -> int:
+    """One line on stderr for a run stopped by Ctrl-C or a signal, saying how to go on; the
+    exit status to return (130 for Ctrl-C, 128 + the signal otherwise)."""
+    what = f"terminated by {stop.signal_name}" if isinstance(stop, Terminated) else "interrupted"
+    print(f"{prog}: {what}" + ("; continue with --resume" * resumable), file=sys.stderr)
+    return stop.code if isinstance(stop, Terminated) else 130
 
 
 def terminate_on_signals(signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGHUP)) -> None:

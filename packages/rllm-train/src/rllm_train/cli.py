@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from rllm_agents.cli.usage import (
     CommandParser,
@@ -18,7 +19,14 @@ from rllm_agents.cli.usage import (
     report_usage_error,
 )
 from rllm_agents.damaged_lines import settle_logs
-from rllm_agents.run_folder import RunFolderError, claim_run_folder, terminate_on_signals
+from rllm_agents.run_folder import (
+    RunFolderError,
+    Terminated,
+    claim_run_folder,
+    describe_full_disk,
+    report_stop,
+    terminate_on_signals,
+)
 
 from rllm_train.config import (
     ALGORITHMS,
@@ -237,10 +245,12 @@ def report(config: TrainConfig, every_row: list[dict]) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     # SIGTERM unwinds like Ctrl-C: the sampler, Ray and the run lock are released on the way.
     terminate_on_signals()
+    output: Path | None = None  # the run folder, once known
     try:
         # Intermixed: overrides may sit between flags (rllm-train env.agent=m:A --steps 2 ...).
         args = build_parser().parse_intermixed_args(argv)
         config = config_from_args(args)
+        output = Path(config.trainer.output)
         if args.repair and not config.trainer.resume:
             raise UsageError("--repair mends a run's logs for --resume; give both")
         setup = setup_run(config)  # the run, worked out once, for whichever backend
@@ -252,7 +262,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The run folder is checked and locked before anything slow: a bad path, a second
         # writer, a fresh run over an old one or a resume of nothing are each one line.
         with claim_run_folder(
-            config.trainer.output, RUN_MARKERS, resume=config.trainer.resume
+            config.trainer.output, RUN_MARKERS, resume=config.trainer.resume, tool=PROG
         ) as claim:
             if config.trainer.resume:
                 # Before the model loads: a damaged log refused (or mended) costs nothing.
@@ -271,9 +281,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RunFolderError as error:
         print(f"{PROG}: {one_line(error)}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted; continue with --resume", file=sys.stderr)
-        return 130
+    except (KeyboardInterrupt, Terminated) as stop:
+        return report_stop(PROG, stop, resumable=True)
+    except Exception as error:
+        full_disk = describe_full_disk(error, output) if output else None
+        if full_disk is None:
+            raise
+        print(f"{PROG}: {full_disk}; free space, then continue with --resume", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -94,7 +94,10 @@ from rllm_agents.engines.slots import serving_slots
 from rllm_agents.episodes.records import EVAL_EPISODES_FILE
 from rllm_agents.run_folder import (
     RunFolderError,
+    Terminated,
     claim_run_folder,
+    describe_full_disk,
+    report_stop,
     terminate_on_signals,
     write_atomic,
 )
@@ -367,7 +370,13 @@ async def evaluate(
         raise UsageError("--repair mends the episodes of a run for --resume; give both")
     try:
         claim = (
-            claim_run_folder(args.output, RUN_MARKERS, resume=args.resume, overwrite=args.overwrite)
+            claim_run_folder(
+                args.output,
+                RUN_MARKERS,
+                resume=args.resume,
+                overwrite=args.overwrite,
+                tool=PROG,
+            )
             if args.output
             else None
         )
@@ -454,15 +463,21 @@ def main(argv: list[str] | None = None) -> int:
         return eval_multiagent.main(arguments)
     # SIGTERM unwinds like Ctrl-C: a llama.cpp server (or other child) is stopped on the way.
     terminate_on_signals()
+    output: Path | None = None  # the run folder, once known
     try:
         args = build_parser().parse_args(arguments)
+        output = args.output
         episodes, summary = event_loop.run(evaluate(args, freeze_setup=True))
     except UsageError as error:
         return report_usage_error(PROG, error)
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted" + ("; continue with --resume" if "--output" in arguments
-              else ""), file=sys.stderr)  # fmt: skip
-        return 130
+    except (KeyboardInterrupt, Terminated) as stop:
+        return report_stop(PROG, stop, resumable="--output" in arguments)
+    except Exception as error:
+        full_disk = describe_full_disk(error, output) if output else None
+        if full_disk is None:
+            raise
+        print(f"{PROG}: {full_disk}; free space, then continue with --resume", file=sys.stderr)
+        return 1
     print_summary(summary)
     if failure_rate_exceeded(summary, args.max_failure_rate):
         first = next((e.error or e.failure for e in episodes if e.error or e.failure), "")

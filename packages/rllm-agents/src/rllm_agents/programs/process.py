@@ -8,6 +8,10 @@ run ends, nothing of it outlives :func:`run_command`:
 * the time limit passes: the group gets SIGTERM, then SIGKILL after ``grace_s``;
 * the caller is cancelled (the episode's task, Ctrl-C): the group gets SIGKILL.
 
+A process that leaves the group (``setsid``, a daemon's double fork) still carries the mark
+the command was started with in its environment (``RLLM_PROGRAM_RUN``): each of these ends
+also kills every process that carries it.
+
 Only the ends of stdout and stderr are kept (a program may print without end); the result is
 the last line of stdout, and stderr is what a failure record shows.
 """
@@ -19,12 +23,16 @@ import contextlib
 import os
 import signal
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+from rllm_agents import reaper
 
 STDOUT_LIMIT = 1 << 20  # the result line lives at the end; a MiB of it is plenty
 STDERR_LIMIT = 64 << 10
 READ_CHUNK = 1 << 16
+RUN_MARK_VARIABLE = "RLLM_PROGRAM_RUN"
 
 
 @dataclass(frozen=True)
@@ -86,13 +94,16 @@ async def run_command(
     start at all."""
     started = time.perf_counter()
     loop = asyncio.get_running_loop()
+    # Every process the program starts inherits this mark, also one that left its process
+    # group (setsid): what still carries it once the program is done is killed.
+    mark = uuid.uuid4().hex
     transport, protocol = await loop.subprocess_exec(
         lambda: _ExitProtocol(loop),
         *argv,
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        env=dict(env),
+        env={**env, RUN_MARK_VARIABLE: mark},
         cwd=cwd,
         start_new_session=True,  # its own process group: every descendant is signalled with it
     )
@@ -111,8 +122,9 @@ async def run_command(
         except asyncio.TimeoutError:
             timed_out = True
             await _end_group(process, protocol.exited, grace_s)
-        # The group is gone, so the pipes are closed - unless a process that left the group
-        # (setsid) still holds one: stop reading after the grace period rather than hang.
+        _kill_marked(mark)  # what left the group (setsid, a double fork) goes too
+        # The pipes are closed now - unless a process we cannot see (another user's) holds
+        # one: stop reading after the grace period rather than hang.
         await asyncio.wait(io, timeout=grace_s)
         finished = True
     finally:
@@ -122,6 +134,8 @@ async def run_command(
             # being torn down) leaves the dead process to a warning on stderr.
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.shield(protocol.exited)
+        if not finished:
+            _kill_marked(mark)
         for task in io:
             task.cancel()
         transport.close()  # the pipes, whatever still holds their other ends
@@ -142,6 +156,12 @@ async def _end_group(
         await asyncio.wait_for(asyncio.shield(exited), grace_s)
     _signal_group(process.pid, signal.SIGKILL)
     await asyncio.shield(exited)
+
+
+def _kill_marked(mark: str) -> None:
+    for pid in reaper.carrying(RUN_MARK_VARIABLE, mark):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:

@@ -47,6 +47,21 @@ from rllm_envs.setup.command import setup_command
 
 # What to do when no engine answers: the one part `rllm-envs setup` cannot make itself.
 ENGINE_FIX = "install Docker (Debian: apt-get install docker.io) and start its engine (dockerd)"
+
+
+def engine_fix(base_url: str | None = None) -> str:
+    """What to do when no engine answers. Where the address was chosen (`base_url`, or
+    DOCKER_HOST), the engine may well be installed and only the address wrong: say so."""
+    chosen = base_url or os.environ.get("DOCKER_HOST")
+    if not chosen:
+        return ENGINE_FIX
+    source = "the address given" if base_url else "DOCKER_HOST"
+    return (
+        f"{source} is {chosen}: start a Docker engine there, or correct it "
+        f"(unset DOCKER_HOST to use the local engine)"
+    )
+
+
 LABEL = "rllm.sandbox"
 OWNER_LABEL = "rllm.sandbox.owner"
 # Processes the container itself needs besides the code: its init, the server, a clean-up helper.
@@ -113,7 +128,8 @@ def connect(base_url: str | None = None, extra: str = "code") -> Any:
         client.ping()
     except Exception as error:
         raise MissingEngineError(
-            f"a running Docker engine is needed: {ENGINE_FIX}, then {setup_command(extra)} "
+            f"a running Docker engine is needed: {engine_fix(base_url)}, then "
+            f"{setup_command(extra)} "
             f"({error})"
         ) from error
     return client

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from rllm_envs.core.usage import one_line
-from rllm_envs.sandbox.docker_backend import ENGINE_FIX
+from rllm_envs.sandbox.docker_backend import engine_fix
 
 # Builds stream their log while they run, but one step may be silent for minutes (a dpkg run
 # on a slow disk); the engine connection waits that long before it gives up on a reply.
@@ -126,6 +126,6 @@ def connect_engine() -> Any:
         client.ping()
     except Exception as error:
         raise SetupError(
-            f"no Docker engine answers at {where}: {ENGINE_FIX} ({short(error)})"
+            f"no Docker engine answers at {where}: {engine_fix()} ({short(error)})"
         ) from error
     return client
