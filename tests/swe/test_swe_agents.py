@@ -107,6 +107,7 @@ def test_bash_only_agent_fixes_the_bug_with_one_command_per_reply(rows):
     episodes = run_episodes(SWEBashAgent, engine, rows)
     for episode in episodes:
         trajectory = episode.trajectories[0]
+        assert trajectory.steps, (episode.termination_reason, episode.error)
         assert trajectory.reward == 1.0, trajectory.steps[-1].info.get("reason")
         first_prompt = trajectory.steps[0].chat_completions
         assert "```bash" in first_prompt[0]["content"]

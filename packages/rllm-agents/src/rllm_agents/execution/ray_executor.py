@@ -197,7 +197,10 @@ class RayExecutor:
         if ray.is_initialized():
             return
         if _starts_local(self.address):
-            ray.init(_system_config=FAST_NODE_DEATH, **self.init_kwargs)
+            # "local": a cluster of the run's own. With no address Ray joins any cluster
+            # already running on the machine (another run's, a `ray start`), which refuses
+            # this run's system config.
+            ray.init(**{"address": "local", "_system_config": FAST_NODE_DEATH, **self.init_kwargs})
             # The cluster's processes are this driver's to end: a watchdog kills what is left
             # of them once the driver is gone, kill -9 included (Ray's own agents outlive it).
             self._watchdog = reaper.watch(os.getpid())

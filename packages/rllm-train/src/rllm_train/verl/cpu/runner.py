@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import tempfile
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,7 +37,6 @@ GPU_LOCAL_ROLLOUT_ENV: dict[str, str] = {"VERL_USE_EXTERNAL_MODULES": PLUGIN_MOD
 # verl reserves this many CPUs per GPU bundle (3), plus its task runner, agent-loop and
 # reward workers; logical CPUs cost nothing, so the cluster declares plenty.
 LOGICAL_CPUS_PER_PROCESS = 4
-UNWINDING_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 LOGICAL_CPUS_SPARE = 16
 
 
@@ -129,15 +126,7 @@ def run_verl(config, cluster: RayCluster, mode: str = SYNC) -> None:
     from verl.trainer.constants_ppo import get_ppo_ray_runtime_env
     from verl.trainer.main_ppo import run_ppo
 
-    # Ray's core worker installs C-level handlers of its own, under which a SIGTERM aborts the
-    # driver with a stack dump (exit 134): the CLI's, which unwind the run as Ctrl-C does
-    # (rllm_agents.run_folder.terminate_on_signals), are put back.
-    handlers = {number: signal.getsignal(number) for number in UNWINDING_SIGNALS}
     ray.init(**cluster.init_kwargs(get_ppo_ray_runtime_env(config)))
-    if threading.current_thread() is threading.main_thread():
-        for number, handler in handlers.items():
-            if handler is not None:
-                signal.signal(number, handler)
     try:
         run_ppo(config, task_runner_class=task_runner_class(mode))
     finally:
