@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from pathlib import Path
 
 import pytest
 from rllm_agents.cli.eval import main as rllm_eval
