@@ -847,7 +847,7 @@ def signalled_run(case: Case, prog: str, sig: signal.Signals, seen: Seen) -> Non
     if not outcome.signalled:
         raise Stop(f"ended before its first row: {outcome.describe()}")
     code = 128 + signal.SIGTERM if sig == signal.SIGTERM else 130
-    seen.expect(outcome.returncode == code, f"{outcome.describe()}, expected exit {code}")
+    seen.expect(outcome.returncode == code, f"{outcome.status()}, expected exit {code}")
     what = "terminated by SIGTERM" if sig == signal.SIGTERM else "interrupted"
     wanted = f"{prog}: {what}; continue with --resume"
     outcome.ends_saying(seen, lambda line: line.endswith(wanted), repr(wanted))
@@ -1351,7 +1351,7 @@ def verl_step_1_saved(output: Path) -> bool:
     except OSError:
         return False
     attempts = sorted((output / "verl_metrics").glob("attempt-*.jsonl"))
-    return saved and bool(attempts) and '"step": 1' in attempts[-1].read_text(errors="replace")
+    return saved and bool(attempts) and 1 in {row.get("step") for row in read_rows(attempts[-1])[0]}
 
 
 def count_ray_leftovers(case: Case, outcome: Outcome, seen: Seen) -> None:
@@ -1380,7 +1380,7 @@ def verl_sigterm_then_resume(case: Case, seen: Seen) -> None:
     count_ray_leftovers(case, first, seen)
     if not first.signalled:
         raise Stop(f"step 1 was never checkpointed: {first.describe()}")
-    seen.expect(first.returncode == 143, f"{first.describe()}, expected exit 143")
+    seen.expect(first.returncode == 143, f"{first.status()}, expected exit 143")
     wanted = "terminated by SIGTERM; continue with --resume"
     first.ends_saying(seen, lambda line: line.endswith(wanted), repr(wanted))
     resumed = case.launcher.run(
