@@ -382,6 +382,16 @@ def _size(count: int) -> str:
     return f"{count} B"
 
 
+def report_full_disk(prog: str, error: BaseException, folder: Path | None) -> int | None:
+    """For a CLI's last handler: one line on stderr and exit status 1 when a full disk under
+    `folder` caused `error`; None (re-raise it) otherwise."""
+    full_disk = describe_full_disk(error, folder) if folder else None
+    if full_disk is None:
+        return None
+    print(f"{prog}: {full_disk}; free space, then continue with --resume", file=sys.stderr)
+    return 1
+
+
 def report_stop(prog: str, stop: BaseException, *, resumable: bool) -> int:
     """One line on stderr for a run stopped by Ctrl-C or a signal, saying how to go on; the
     exit status to return (130 for Ctrl-C, 128 + the signal otherwise)."""

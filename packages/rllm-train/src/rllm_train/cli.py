@@ -23,7 +23,7 @@ from rllm_agents.run_folder import (
     RunFolderError,
     Terminated,
     claim_run_folder,
-    describe_full_disk,
+    report_full_disk,
     report_stop,
     terminate_on_signals,
 )
@@ -284,11 +284,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (KeyboardInterrupt, Terminated) as stop:
         return report_stop(PROG, stop, resumable=True)
     except Exception as error:
-        full_disk = describe_full_disk(error, output) if output else None
-        if full_disk is None:
+        status = report_full_disk(PROG, error, output)
+        if status is None:
             raise
-        print(f"{PROG}: {full_disk}; free space, then continue with --resume", file=sys.stderr)
-        return 1
+        return status
     return 0
 
 

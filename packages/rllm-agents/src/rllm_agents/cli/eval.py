@@ -96,7 +96,7 @@ from rllm_agents.run_folder import (
     RunFolderError,
     Terminated,
     claim_run_folder,
-    describe_full_disk,
+    report_full_disk,
     report_stop,
     terminate_on_signals,
     write_atomic,
@@ -473,11 +473,10 @@ def main(argv: list[str] | None = None) -> int:
     except (KeyboardInterrupt, Terminated) as stop:
         return report_stop(PROG, stop, resumable="--output" in arguments)
     except Exception as error:
-        full_disk = describe_full_disk(error, output) if output else None
-        if full_disk is None:
+        status = report_full_disk(PROG, error, output)
+        if status is None:
             raise
-        print(f"{PROG}: {full_disk}; free space, then continue with --resume", file=sys.stderr)
-        return 1
+        return status
     print_summary(summary)
     if failure_rate_exceeded(summary, args.max_failure_rate):
         first = next((e.error or e.failure for e in episodes if e.error or e.failure), "")
