@@ -9,6 +9,7 @@ import pytest
 
 from tests.group_resources import PLUGIN_NAME as GROUP_RESOURCES
 from tests.group_resources import GroupResources
+from tests.memory import release_if_large
 from tests.scheduling import (
     DURATIONS_VARIABLE,
     DurationRecorder,
@@ -24,6 +25,13 @@ def _isolated_dirs(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("RLLM_DATASETS_DIR", str(tmp_path_factory.mktemp("datasets")))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    # Last: after pytest's own teardown has run the test's fixture finalizers (tests/memory.py
+    # says why).
+    release_if_large()
 
 
 # -- spreading the suite over pytest-xdist's workers (tests/scheduling.py) -------------------

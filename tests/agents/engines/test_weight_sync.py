@@ -4,6 +4,10 @@ and the shared weights file a vLLM engine loads from (vLLM itself: test_vllm_eng
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -99,3 +103,33 @@ def test_the_weights_file_holds_what_vllm_loads_in_its_dtype(tiny):
         with pytest.raises(ValueError, match="differ"):
             file.write({"other": torch.zeros(3)})
     assert not os.path.exists(file.path)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="names the file through /proc")
+def test_a_weights_file_is_read_by_another_process_and_gone_with_a_killed_owner(tmp_path):
+    """The file has no name in the directory: another process reads it through the owner's
+    descriptor, and a SIGKILL of the owner leaves no half-gigabyte file in /dev/shm."""
+    owner = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time, torch\n"
+            "from rllm_agents.engines.packed_weights import WeightsFile\n"
+            "file = WeightsFile({'w': torch.arange(6.0).reshape(2, 3)})\n"
+            "print(file.path, file.table(), sep='\\n', flush=True)\n"
+            "time.sleep(300)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        path, table = owner.stdout.readline().strip(), owner.stdout.readline().strip()
+        assert path == f"/proc/{owner.pid}/fd/{path.rsplit('/', 1)[1]}", path
+        assert torch.equal(map_file(path, table)["w"], torch.arange(6.0).reshape(2, 3))
+        inode = os.stat(path).st_ino
+        named = [p for d in ("/dev/shm", tempfile.gettempdir()) for p in Path(d).glob("rllm-*")]
+        assert not [p for p in named if os.stat(p).st_ino == inode]
+    finally:
+        owner.kill()
+        owner.wait()
+    assert not os.path.exists(path)

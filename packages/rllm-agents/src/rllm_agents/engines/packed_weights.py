@@ -100,15 +100,15 @@ class WeightsFile:
     """
 
     def __init__(self, state_dict: Mapping[str, Any], dtype: Any = None) -> None:
-        import os
         import tempfile
 
         import torch
 
         self.dtype = dtype
         self.slots, size = layout(state_dict, dtype)
-        handle, self.path = tempfile.mkstemp(prefix="rllm-weights-", dir=_shared_directory(size))
-        os.close(handle)
+        handle, created = tempfile.mkstemp(prefix="rllm-weights-", dir=_shared_directory(size))
+        self._handle: int | None = handle
+        self.path = _held_open_path(handle, created)
         try:
             self._packed = PackedWeights(
                 torch.from_file(self.path, shared=True, size=size, dtype=torch.uint8),
@@ -135,9 +135,12 @@ class WeightsFile:
     def close(self) -> None:
         import os
 
+        if self._handle is not None:
+            os.close(self._handle)
+            self._handle = None
         try:
-            os.unlink(self.path)
-        except FileNotFoundError:
+            os.unlink(self.path)  # still named only where /proc is missing
+        except (FileNotFoundError, PermissionError, IsADirectoryError):
             pass
 
     def __enter__(self) -> WeightsFile:
@@ -176,6 +179,20 @@ def map_file(path: str, table: str) -> dict[str, Any]:
     size = os.path.getsize(path)
     buffer = torch.from_file(path, shared=True, size=size, dtype=torch.uint8)
     return unpack(PackedWeights(buffer, slots_from_json(table)))
+
+
+def _held_open_path(handle: int, created: str) -> str:
+    """A path to the open file `handle` that outlives its name: on Linux the name is removed
+    at once and readers open ``/proc/<pid>/fd/<handle>``, so the file (half a gigabyte of
+    /dev/shm for a small model) goes with the last process holding it, a trainer killed with
+    SIGKILL included. Elsewhere the name stays until ``close``."""
+    import os
+
+    by_descriptor = f"/proc/{os.getpid()}/fd/{handle}"
+    if not os.path.exists(by_descriptor):
+        return created
+    os.unlink(created)
+    return by_descriptor
 
 
 def _shared_directory(size: int) -> str | None:

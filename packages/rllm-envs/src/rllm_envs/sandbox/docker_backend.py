@@ -57,8 +57,8 @@ def engine_fix(base_url: str | None = None) -> str:
         return ENGINE_FIX
     source = "the address given" if base_url else "DOCKER_HOST"
     return (
-        f"{source} is {chosen}: start a Docker engine there, or correct it "
-        f"(unset DOCKER_HOST to use the local engine)"
+        f"{source} is {chosen}: start a Docker engine there (dockerd -H {chosen}), or correct "
+        f"it (unset DOCKER_HOST to use the local engine)"
     )
 
 

@@ -43,11 +43,14 @@ class RllmWorkerExtension:
         }
 
     def _rllm_mapped(self, path: str, table: str) -> dict[str, Any]:
-        """The file's tensors, mapped once per (path, table): later syncs reuse the mapping,
-        whose pages are already in place."""
+        """The file's tensors, mapped once per file and table: later syncs reuse the mapping,
+        whose pages are already in place. The inode is part of the key, as a path of the form
+        /proc/<pid>/fd/<n> may name a new file once the old one is closed."""
+        import os
+
         from rllm_agents.engines.packed_weights import map_file
 
-        key = (path, table)
+        key = (path, os.stat(path).st_ino, table)
         cached = self.__dict__.get("_rllm_weights_map")
         if cached is None or cached[0] != key:
             cached = (key, map_file(path, table))
