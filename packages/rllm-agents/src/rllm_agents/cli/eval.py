@@ -410,6 +410,11 @@ async def evaluate(
             new = await play_jobs(runner, jobs, seeded=rows is None)
         finally:
             await model.engine.aclose()
+            if freeze_setup:
+                # Back under the collector, so that interpreter exit frees them: frozen
+                # objects of native extensions are reported as leaks there (nanobind's
+                # "leaked instances" lines after the summary).
+                gc.unfreeze()
         episodes = done + new
         decided = {"engine": settings.engine_kind, "parallel": settings.parallel}
         summary = run_summary(
