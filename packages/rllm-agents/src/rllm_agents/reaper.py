@@ -17,10 +17,16 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-# Runs in the watchdog: read "pid:start" words until end-of-file, then kill what is left.
+# Runs in the watchdog: read lines until end-of-file, each either "pid:start" words or
+# "folder <path>"; then kill what is left of those processes and remove those folders.
 WATCHDOG = r"""
-import os, signal, sys
-watched = [word.split(":") for line in sys.stdin for word in line.split()]
+import os, shutil, signal, sys
+watched, folders = [], []
+for line in sys.stdin:
+    if line.startswith("folder "):
+        folders.append(line[len("folder "):].rstrip("\n"))
+    else:
+        watched.extend(word.split(":") for word in line.split())
 for pid, start in watched:
     try:
         stat = open(f"/proc/{pid}/stat").read()
@@ -31,6 +37,8 @@ for pid, start in watched:
             os.kill(int(pid), signal.SIGKILL)
         except OSError:
             pass
+for folder in folders:
+    shutil.rmtree(folder, ignore_errors=True)
 """
 
 
@@ -95,6 +103,13 @@ class Watchdog:
         if processes and self.process.stdin is not None:
             self.process.stdin.write(" ".join(f"{pid}:{start}" for pid, start in processes))
             self.process.stdin.write("\n")
+            self.process.stdin.flush()
+
+    def remove_folder(self, folder: str) -> None:
+        """Have the watchdog remove `folder` (after the kills) when this program ends: a
+        scratch folder its processes wrote, such as a Ray cluster's session folder."""
+        if self.process.stdin is not None:
+            self.process.stdin.write(f"folder {folder}\n")
             self.process.stdin.flush()
 
     def release(self) -> None:

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rllm_agents import reaper
+
 from rllm_train.verl.cpu import CPU_MODE_VARIABLE
 from rllm_train.verl.cpu.vllm_distribution import ray_env as vllm_cpu_env
 from rllm_train.verl.modes import ASYNC_MODES, MODE_ENTRIES, SYNC, task_runner_class
@@ -49,13 +51,17 @@ class RayCluster:
     logical_gpus: int | None = None  # None: Ray counts the machine's GPUs
     logical_cpus: int | None = None
 
+    @staticmethod
+    def joins_a_cluster() -> bool:
+        return bool(os.environ.get("RAY_ADDRESS"))
+
     def init_kwargs(self, verl_runtime_env: dict[str, Any]) -> dict[str, Any]:
         env_vars = {**verl_runtime_env.get("env_vars", {}), **self.env_vars}
         kwargs: dict[str, Any] = {
             "runtime_env": {**verl_runtime_env, "env_vars": env_vars},
             "include_dashboard": False,
         }
-        if os.environ.get("RAY_ADDRESS"):
+        if self.joins_a_cluster():
             return kwargs  # the user's cluster: Ray reads the address itself
         # A cluster of the run's own: never join another Ray running on the machine.
         kwargs.update(address="local", _temp_dir=self.temp_dir)
@@ -127,9 +133,16 @@ def run_verl(config, cluster: RayCluster, mode: str = SYNC) -> None:
     from verl.trainer.main_ppo import run_ppo
 
     ray.init(**cluster.init_kwargs(get_ppo_ray_runtime_env(config)))
+    # A cluster of the run's own is the driver's to end: once the driver is gone, kill -9
+    # included, a watchdog kills what is left (Ray's agents outlive it) and removes its folder.
+    watchdog = None if cluster.joins_a_cluster() else reaper.watch(os.getpid())
+    if watchdog is not None and cluster.temp_dir:
+        watchdog.remove_folder(cluster.temp_dir)
     try:
         run_ppo(config, task_runner_class=task_runner_class(mode))
     finally:
         ray.shutdown()
+        if watchdog is not None:
+            watchdog.release()
         if cluster.temp_dir:
             shutil.rmtree(cluster.temp_dir, ignore_errors=True)
