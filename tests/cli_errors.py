@@ -17,7 +17,9 @@ def installed_command(name: str) -> str:
     return command
 
 
-def run_command(name: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+def run_command(
+    name: str, *args: str, timeout: float = 120, cwd: str | None = None
+) -> subprocess.CompletedProcess:
     return subprocess.run(
         [installed_command(name), *args],
         capture_output=True,
@@ -25,6 +27,7 @@ def run_command(name: str, *args: str, timeout: float = 120) -> subprocess.Compl
         timeout=timeout,
         check=False,
         stdin=subprocess.DEVNULL,
+        cwd=cwd,
     )
 
 

@@ -42,6 +42,15 @@ def test_unknown_env_id_names_similar_and_rllm_ids():
     )
 
 
+def test_a_non_text_env_is_refused_before_the_model_loads(capsys):
+    assert_main_fails(
+        capsys,
+        ["--env", "FrozenLake-v1", "--model", "tiny"],
+        "'FrozenLake-v1' takes Discrete actions, not text",
+        '--env rllm/GymText-v0 --env-kwargs \'{"env_id": "FrozenLake-v1"}\'',
+    )
+
+
 def test_unreachable_server_fails_at_once(tmp_path):
     # Port 9 (discard) has no listener on the loopback: the check refuses before any episode.
     result = run_command(PROG, *LAKE, "--base-url", "http://127.0.0.1:9/v1", "--model", "m",

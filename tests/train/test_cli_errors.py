@@ -40,6 +40,25 @@ def test_unknown_env_id_names_the_rllm_ids(tmp_path):
     )
 
 
+def test_an_env_module_in_the_current_folder_is_found_and_a_bare_id_gets_the_hint(tmp_path):
+    """As with ``python -m``: the folder the command runs in is importable."""
+    project = tmp_path / "my_project"
+    project.mkdir()
+    (project / "__init__.py").write_text("")
+    (project / "envs.py").write_text(
+        "import gymnasium as gym\n"
+        "gym.register('my/Puzzle-v0', entry_point='rllm_envs.arithmetic:ArithmeticEnv')\n"
+    )
+    found = run_command(
+        PROG, "--dry-run", "--env", "my_project.envs:my/Puzzle-v0", cwd=str(tmp_path)
+    )
+    assert found.returncode == 0, found.stderr[-2000:]
+    bare = run_command(PROG, "--dry-run", "--env", "my/Puzzle-v0", cwd=str(tmp_path))
+    assert_one_line_error(
+        bare.returncode, bare.stderr, PROG, "'my/Puzzle-v0'", "--env your_module:my/Puzzle-v0"
+    )
+
+
 def test_unreachable_ray_cluster_fails_before_the_model_is_loaded(tmp_path):
     # Port 9 (discard) has no listener on the loopback; ray.init would wait on it for ever.
     result = run_command(PROG, "--executor", "ray", "--ray-address", "127.0.0.1:9",
@@ -101,6 +120,16 @@ def test_env_kwargs_the_env_refuses(capsys):
         "env.kwargs",
         "'train'",
         "gsm8k_train",
+    )
+
+
+def test_a_non_text_env_is_refused_naming_the_text_adapter(capsys):
+    assert_main_fails(
+        capsys,
+        ["--dry-run", "--env", "FrozenLake-v1"],
+        "env.id",
+        "Discrete actions, not text",
+        "env.id=rllm/GymText-v0 env.kwargs.env_id=FrozenLake-v1",
     )
 
 

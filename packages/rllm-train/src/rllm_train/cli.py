@@ -27,6 +27,7 @@ from rllm_agents.run_folder import (
     report_stop,
     terminate_on_signals,
 )
+from rllm_envs.core.loading import import_from_current_folder
 
 from rllm_train.config import (
     ALGORITHMS,
@@ -245,6 +246,7 @@ def report(config: TrainConfig, every_row: list[dict]) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     # SIGTERM unwinds like Ctrl-C: the sampler, Ray and the run lock are released on the way.
     terminate_on_signals()
+    import_from_current_folder()  # --env my_project.envs:... from my_project's folder
     output: Path | None = None  # the run folder, once known
     try:
         # Intermixed: overrides may sit between flags (rllm-train env.agent=m:A --steps 2 ...).

@@ -37,7 +37,12 @@ def check_env(env_id: str, kwargs: dict[str, Any]) -> str:
         env = gym.make(plain_id, **kwargs)
     except Exception as error:  # noqa: BLE001 - whatever the env refuses, the user must read
         raise ConfigError(f"env.kwargs: cannot make {plain_id!r} with {kwargs}: {error}") from error
-    env.close()
+    try:
+        usage.check_text_env(env, plain_id)
+    except usage.UsageError as error:
+        raise ConfigError(f"env.id: {error}") from error
+    finally:
+        env.close()
     return plain_id
 
 

@@ -52,6 +52,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rllm_envs.core.loading import import_from_current_folder
+
 from rllm_agents.cli import episodes as episodes_cli
 from rllm_agents.cli import eval_multiagent
 from rllm_agents.cli.engine_choice import (
@@ -80,6 +82,7 @@ from rllm_agents.cli.usage import (
     CommandParser,
     UsageError,
     check_env_id,
+    check_text_env,
     non_negative_float,
     one_line,
     positive_float,
@@ -244,10 +247,16 @@ def make_env_factory(env_id: str, kwargs: dict[str, Any]) -> Callable[[], Any]:
 def first_env(env_factory: Callable[[], Any], env_id: str, kwargs: dict[str, Any]) -> Any:
     """One env, made to check the arguments: a split or keyword it refuses is a UsageError."""
     try:
-        return env_factory()
+        env = env_factory()
     except Exception as error:  # noqa: BLE001 - whatever the env refuses, the user must read
         given = f" with {kwargs}" if kwargs else ""
         raise UsageError(f"cannot make {env_id}{given}: {error}") from error
+    try:
+        check_text_env(env, env_id)
+    except UsageError:
+        env.close()
+        raise
+    return env
 
 
 def task_rows(env: Any, num_tasks: int | None) -> list[dict] | None:
@@ -462,6 +471,7 @@ async def play_jobs(runner: Any, jobs: list[tuple[dict | None, int]], *, seeded:
 
 def main(argv: list[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else list(argv)
+    import_from_current_folder()  # --env my_project.envs:... from my_project's folder
     if arguments and arguments[0] in episodes_cli.SUBCOMMANDS:  # replay, rescore: no model
         return episodes_cli.main(arguments)
     if eval_multiagent.requested(arguments):  # a PettingZoo env module: games, not episodes

@@ -26,6 +26,7 @@ __all__ = [
     "CommandParser",
     "UsageError",
     "check_env_id",
+    "check_text_env",
     "non_negative_float",
     "one_line",
     "positive_float",
@@ -80,10 +81,29 @@ def check_env_id(env_id: str) -> str:
     return plain_id
 
 
+def check_text_env(env, env_id: str) -> None:
+    """A UsageError unless `env` takes text actions: an agent's reply is its action, so an env
+    of numbers or arrays would fail every episode on the model's words."""
+    import gymnasium as gym
+
+    space = env.action_space
+    if isinstance(space, gym.spaces.Text):
+        return
+    plain_id = env_id.rpartition(":")[2]
+    raise UsageError(
+        f"{plain_id!r} takes {type(space).__name__} actions, not text, so a model's reply "
+        f"cannot be its action; play it in text through rllm/GymText-v0 "
+        f'(--env rllm/GymText-v0 --env-kwargs \'{{"env_id": "{plain_id}"}}\', '
+        f"or env.id=rllm/GymText-v0 env.kwargs.env_id={plain_id} for rllm-train)"
+    )
+
+
 def _env_hint(plain_id: str) -> str:
     import gymnasium as gym
     import rllm_envs
 
     similar = difflib.get_close_matches(plain_id, list(gym.registry), n=3, cutoff=0.6)
     hint = f"similar ids: {', '.join(similar)}; " if similar else ""
-    return hint + f"rllm ids: {', '.join(rllm_envs.ENV_IDS)}"
+    hint += f"rllm ids: {', '.join(rllm_envs.ENV_IDS)}"
+    # An id registered by the user's own module is found once that module is named.
+    return hint + f"; an env your module registers: --env your_module:{plain_id}"

@@ -79,6 +79,17 @@ def plain_env_id(env_id: str, what: str = "env id") -> str:
     return plain_id
 
 
+def import_from_current_folder() -> None:
+    """Make the folder a command runs in importable, as ``python -m`` does, for the commands
+    installed as scripts (whose first import path is their own bin folder): a user's
+    ``--env my_project.envs:my/Env-v0`` is found from the folder holding ``my_project``."""
+    import os
+
+    here = os.getcwd()
+    if here not in sys.path and "" not in sys.path:
+        sys.path.insert(0, here)
+
+
 def _load_file(path: Path, what: str) -> Any:
     """A file as a module, under a name of its own: two files named agent.py in different
     folders do not collide, and loading the same file twice gives the same module."""
