@@ -279,6 +279,15 @@ def test_the_page_in_chromium_filters_and_opens_an_episode(
         assert any("The answer is 51." in text for text in trained)
         assert not any("Tool result" in text for text in trained)
         page.screenshot(path=str(artefacts / "viewer-episode.png"), full_page=True)
+        assert " · correct · " in page.inner_text("#detail .label")
+        # An episode that was never graded is not called correct.
+        page.fill("#reward_min", "")
+        page.wait_for_function("document.querySelectorAll('#episodes tr').length === 3")
+        page.locator("#episodes tr", has_text="add-3-4").click()
+        page.wait_for_function(
+            "document.getElementById('episode-title')?.innerText.includes('add-3-4')"
+        )
+        assert "correctness unknown" in page.inner_text("#detail .label")
         assert errors == []
     finally:
         server.shutdown()
