@@ -32,7 +32,9 @@ def read_rows(output):
 def test_cli_end_to_end_run_writes_metrics_curve_checkpoint(tmp_path, tiny_model):
     output = tmp_path / "run"
     overrides = run_overrides(
-        output, tiny_model, **{"trainer.val_every": 1, "trainer.val_tasks": 2}
+        output,
+        tiny_model,
+        **{"trainer.val_every": 1, "trainer.val_tasks": 2, "trainer.save_every": 1},
     )
     code = main(["--env", DEFAULT_TASK] + [f"{key}={value}" for key, value in overrides.items()])
     assert code == 0
@@ -47,6 +49,8 @@ def test_cli_end_to_end_run_writes_metrics_curve_checkpoint(tmp_path, tiny_model
     assert (output / "reward_curve.png").stat().st_size > 1000
     assert list((output / "tensorboard").glob("events.out.tfevents.*"))
     assert (output / "checkpoints" / "latest").read_text().strip() == "step_2"
+    # Saved after each step; by default only the newest is kept.
+    assert [path.name for path in (output / "checkpoints").glob("step_*")] == ["step_2"]
     # Starting again on the same output without --resume is refused, not silently mixed.
     assert main(["--env", DEFAULT_TASK] + [f"{k}={v}" for k, v in overrides.items()]) == 2
 
