@@ -131,3 +131,27 @@ def test_unimportable_env_module_and_server_options(capsys):
     assert_main_fails(
         capsys, [*LAKE, "--model", "tiny", "--slots", "2"], "--slots", "only the llama.cpp"
     )
+
+
+def test_without_a_split_the_env_plays_its_test_split():
+    from rllm_agents.cli.eval import build_parser, env_kwargs_from
+
+    def tasks(*argv: str):
+        return env_kwargs_from(build_parser().parse_args(list(argv))).get("tasks")
+
+    assert tasks("--env", "rllm/Math-v0") == "shipped:gsm8k_test"
+    assert tasks("--env", "rllm/FrozenLake-v0") == "shipped:test"
+    assert tasks("--env", "rllm/Math-v0", "--split", "gsm8k_train") == "shipped:gsm8k_train"
+    # The user's own task choice stands.
+    assert tasks("--env", "rllm/Math-v0", "--env-kwargs", '{"dataset": "x"}') is None
+    assert tasks("--env", "rllm/Arithmetic-v0") is None  # its rule-made default
+
+
+def test_help_gives_the_defaults_and_the_multi_agent_options(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    for default in ("(default: 8)", "(default: 0.6)", "(default: 512)"):
+        assert default in shown, default
+    for option in ("--opponent", "--num-games", "--max-cycles", "tictactoe_v0"):
+        assert option in shown, option

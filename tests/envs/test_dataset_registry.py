@@ -10,7 +10,11 @@ import pytest
 import rllm_envs  # noqa: F401 - registers the rllm/* ids
 from rllm_envs import DatasetRegistry, TaskSet, resolve_dataset
 from rllm_envs.arithmetic import held_out_pairs, training_pairs
-from rllm_envs.core.shipped_datasets import SHIPPED_DATASETS, held_out_split
+from rllm_envs.core.shipped_datasets import (
+    SHIPPED_DATASETS,
+    held_out_split,
+    held_out_tasks_argument,
+)
 
 from tests.parts import require_module
 
@@ -46,6 +50,19 @@ def test_shipped_rows_play_in_their_env(name):
         assert info["task_id"]
     finally:
         env.close()
+
+
+@pytest.mark.parametrize("name", ["gsm8k", "frozenlake", "mcp_retrieval"])
+def test_the_test_tasks_argument_makes_the_env_play_its_test_split(name):
+    """What rllm-eval passes when no split is given: the env's own test rows."""
+    entry = SHIPPED_DATASETS[name]
+    env = gym.make(entry.env_id, tasks=held_out_tasks_argument(entry.env_id))
+    try:
+        played = [dict(row) for row in env.unwrapped.tasks]
+    finally:
+        env.close()
+    assert played == [dict(row) for row in DatasetRegistry.load_dataset(name, "test")]
+    assert held_out_tasks_argument("rllm/Arithmetic-v0") is None  # made by a rule: its own default
 
 
 def test_arithmetic_split_holds_pairs_out():

@@ -16,13 +16,11 @@ from typing import Any
 
 import numpy as np
 from rllm_envs import resolve_dataset
-from rllm_envs.core.shipped_datasets import held_out_split
+from rllm_envs.core.shipped_datasets import TASK_CHOOSING_KWARGS, held_out_split
 from rllm_envs.core.task_set import Row, TaskSet
 
 from rllm_train.config import ConfigError, TrainConfig
 
-# env.kwargs that pick an env's tasks: with one of them set, the shipped splits do not apply.
-TASK_CHOOSING_KWARGS = frozenset({"tasks", "dataset", "split", "column_map", "max_operand"})
 TASK_STREAM = 11  # draws training rows apart from the task seeds
 
 

@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from rllm_envs.core.loading import import_from_current_folder
+from rllm_envs.core.shipped_datasets import TASK_CHOOSING_KWARGS, held_out_tasks_argument
 
 from rllm_agents.cli import episodes as episodes_cli
 from rllm_agents.cli import eval_multiagent
@@ -119,7 +120,9 @@ EPISODES_PER_SLOT = 1
 
 def build_parser() -> CommandParser:
     parser = CommandParser(
-        prog=PROG, description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+        prog=PROG,
+        description=__doc__,
+        formatter_class=argparse.RawTextHelpFormatter,
     )
     parser.add_argument("--env", required=True, help="env id, e.g. rllm/Math-v0")
     parser.add_argument("--model", default="smollm2", help="tiny | smollm2 | HF dir | served name")
@@ -127,11 +130,17 @@ def build_parser() -> CommandParser:
     parser.add_argument(
         "--api-key", default=os.environ.get("OPENAI_API_KEY"), help="default: $OPENAI_API_KEY"
     )
-    parser.add_argument("--n", type=positive_int, default=1, help="samples per task (pass@k)")
+    parser.add_argument(
+        "--n", type=positive_int, default=1, help="samples per task, for pass@k (default: 1)"
+    )
     parser.add_argument(
         "--num-tasks", type=positive_int, default=None, help="first N tasks of the split"
     )
-    parser.add_argument("--split", help="task split, e.g. test or gsm8k_test (tasks=shipped:…)")
+    parser.add_argument(
+        "--split",
+        help="task split, e.g. test or gsm8k_test (tasks=shipped:…); default: the env's "
+        "shipped test split where it has one",
+    )
     parser.add_argument("--env-kwargs", default="{}", help="JSON kwargs for gym.make")
     agent = parser.add_mutually_exclusive_group()
     agent.add_argument(
@@ -169,17 +178,23 @@ def build_parser() -> CommandParser:
         help=f"concurrent episodes (default: {EPISODES_PER_SLOT} per llama.cpp slot, else "
         f"{DEFAULT_PARALLEL})",
     )
-    parser.add_argument("--max-turns", type=positive_int, default=8)
-    parser.add_argument("--temperature", type=non_negative_float, default=0.6)
-    parser.add_argument("--top-p", type=probability, default=1.0)
-    parser.add_argument("--max-tokens", type=positive_int, default=512, help="per model turn")
+    parser.add_argument(
+        "--max-turns", type=positive_int, default=8, help="model turns per episode (default: 8)"
+    )
+    parser.add_argument(
+        "--temperature", type=non_negative_float, default=0.6, help="sampling (default: 0.6)"
+    )
+    parser.add_argument("--top-p", type=probability, default=1.0, help="(default: 1.0)")
+    parser.add_argument(
+        "--max-tokens", type=positive_int, default=512, help="per model turn (default: 512)"
+    )
     parser.add_argument(
         "--max-response-tokens", type=positive_int, default=None, help="per episode"
     )
     parser.add_argument(
         "--timeout", type=positive_float, default=None, help="s per episode (per program run)"
     )
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="(default: 0)")
     parser.add_argument("--device", default="cpu", help="local engine device (cpu, cuda)")
     parser.add_argument("--output", type=Path, default=None, help="directory for the results")
     existing = parser.add_mutually_exclusive_group()
@@ -206,6 +221,9 @@ def build_parser() -> CommandParser:
         action="store_true",
         help="leave each episode's env record out (the run then cannot be replayed)",
     )
+    parser.epilog = eval_multiagent.options_note(
+        {option for action in parser._actions for option in action.option_strings}
+    )
     return parser
 
 
@@ -231,6 +249,8 @@ def env_kwargs_from(args: argparse.Namespace) -> dict[str, Any]:
         raise UsageError("--env-kwargs must be a JSON object, e.g. '{\"max_turns\": 3}'")
     if args.split:
         kwargs["tasks"] = args.split if ":" in args.split else f"shipped:{args.split}"
+    elif not TASK_CHOOSING_KWARGS & set(kwargs) and (held_out := held_out_tasks_argument(args.env)):
+        kwargs["tasks"] = held_out  # an evaluation scores the test split, not the training one
     return kwargs
 
 

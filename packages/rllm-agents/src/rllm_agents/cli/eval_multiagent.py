@@ -79,6 +79,23 @@ def requested(argv: list[str]) -> bool:
     return bool(known.env) and multiagent_env_module(known.env) is not None
 
 
+def options_note(single_agent_options: set[str]) -> str:
+    """For the single-agent --help: the multi-agent envs, and the options only their game
+    evaluation takes (read off both parsers, so the help never disagrees with them)."""
+    from rllm_envs.multiagent import ENV_MODULES
+
+    own = [
+        action.option_strings[0]
+        for action in build_parser()._actions
+        if action.option_strings and action.option_strings[0] not in single_agent_options
+    ]
+    return (
+        f"multi-agent envs ({', '.join(ENV_MODULES)}, or a module with parallel_env) play "
+        f"games instead, with these options as well: {', '.join(own)}.\n"
+        "rllm-eval --env tictactoe_v0 --help describes them."
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG, description=__doc__, formatter_class=argparse.RawTextHelpFormatter

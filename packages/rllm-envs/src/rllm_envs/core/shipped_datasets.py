@@ -96,6 +96,22 @@ def load_shipped(name: str, split: str) -> list[Row]:
     return read_task_file(PACKAGE_DIR / source)
 
 
+# An env's keyword arguments that pick its tasks: with one of them given, the shipped splits
+# do not apply (neither as a trainer's held-out set nor as an evaluation's default).
+TASK_CHOOSING_KWARGS = frozenset({"tasks", "dataset", "split", "column_map", "max_operand"})
+
+
+def held_out_tasks_argument(env_id: str) -> str | None:
+    """The ``tasks=`` argument that makes `env_id` play its shipped test split (an evaluation
+    scores held-out rows unless told otherwise), or None where it ships no file for one."""
+    bare_id = env_id.rpartition(":")[2]
+    for entry in SHIPPED_DATASETS.values():
+        source = entry.splits.get("test", "")
+        if entry.env_id == bare_id and source.endswith(".jsonl"):
+            return f"shipped:{Path(source).stem}"
+    return None
+
+
 def held_out_split(env_id: str) -> tuple[str, str] | None:
     """(dataset, "test") of the first shipped dataset played by `env_id` that has a test split
     and a train split beside it, else None."""
