@@ -461,6 +461,10 @@ class NativeTrainer:
                     self.config.model.name, self.config.env.id, self.config.algorithm.name
                 ),
                 rates=self.scoring.plotted_rates,
+                temperatures=(
+                    self.config.rollout.temperature,
+                    self.config.rollout.val_temperature,
+                ),
             )
             reporting.write_summary(self.output, rows, "native", asdict(self.config))
         return rows

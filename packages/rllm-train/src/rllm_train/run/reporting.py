@@ -173,23 +173,52 @@ def run_title(model: str, env_id: str, algorithm: str, where: str = "") -> str:
     return f"{model} on {env_id} ({algorithm}{', ' + where if where else ''})"
 
 
-def plot_reward_curve(
-    metrics_path: Path, png_path: Path, title: str = "", rates: dict[str, str] | None = None
-) -> Path | None:
-    """Mean training reward per step (and validation reward where measured) as a PNG.
+def sampling_label(what: str, temperature: float | None) -> str:
+    """A curve's label with how its episodes were sampled (greedy at temperature 0)."""
+    if temperature is None:
+        return what
+    return f"{what} (greedy)" if temperature == 0 else f"{what} (sampled, T={temperature:g})"
 
-    ``rates`` (metric -> label) that the metrics hold get a 0-1 panel of their own below, at
-    the steps that have them (a validation before the first step is step 0).
-    """
+
+def plot_reward_curve(
+    metrics_path: Path,
+    png_path: Path,
+    title: str = "",
+    rates: dict[str, str] | None = None,
+    temperatures: tuple[float | None, float | None] = (None, None),
+) -> Path | None:
+    """The run's :func:`reward_figure` as a PNG (None, and no file, before any row)."""
     every_row = read_metrics(metrics_path)
-    rows = step_rows(every_row)
     if not every_row:
         return None
+    figure = reward_figure(every_row, title, rates, temperatures)  # chooses the Agg backend
+    from matplotlib import pyplot
+
+    figure.savefig(png_path)
+    pyplot.close(figure)
+    return png_path
+
+
+def reward_figure(
+    every_row: list[dict[str, Any]],
+    title: str = "",
+    rates: dict[str, str] | None = None,
+    temperatures: tuple[float | None, float | None] = (None, None),
+) -> Any:
+    """Mean training reward per step, and validation reward where measured.
+
+    Validation is drawn as points only, at the steps it was measured (step 0: before the
+    first update): a line between two of them would claim values nobody measured.
+    ``temperatures`` (training, validation) go into the labels, since a greedy validation
+    and a sampled training reward differ by more than learning. ``rates`` (metric -> label)
+    that the metrics hold get a 0-1 panel of their own below, at the steps that have them.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib import pyplot
 
+    rows = step_rows(every_row)
     plotted = {
         key: label for key, label in (rates or {}).items() if any(key in row for row in every_row)
     }
@@ -203,16 +232,23 @@ def plot_reward_curve(
         squeeze=False,
     )
     axes = grid[0][0]
-    steps = [row["step"] for row in rows]
-    axes.plot(steps, [row["reward_mean"] for row in rows], marker="o", ms=3, label="train reward")
+    train_temperature, val_temperature = temperatures
+    axes.plot(
+        [row["step"] for row in rows],
+        [row["reward_mean"] for row in rows],
+        marker="o",
+        ms=3,
+        label=sampling_label("train reward", train_temperature),
+    )
     validated = [row for row in every_row if "val/reward_mean" in row]
     if validated:
         axes.plot(
             [row["step"] for row in validated],
             [row["val/reward_mean"] for row in validated],
+            linestyle="none",
             marker="s",
-            ms=4,
-            label="validation reward",
+            ms=6,
+            label=sampling_label("validation reward", val_temperature),
         )
     axes.set_ylabel("mean reward")
     axes.set_title(title, fontsize=9)
@@ -229,9 +265,7 @@ def plot_reward_curve(
         panel.legend(fontsize=8)
     grid[-1][0].set_xlabel("step")
     figure.tight_layout()
-    figure.savefig(png_path)
-    pyplot.close(figure)
-    return png_path
+    return figure
 
 
 def progress_bar(total: int, completed: int, enabled: bool):

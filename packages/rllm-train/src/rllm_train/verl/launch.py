@@ -236,8 +236,21 @@ def run(spec: VerlRunSpec) -> list[dict[str, Any]]:
         raise TooManyFailedEpisodes(str(getattr(error, "cause", None) or error)) from None
     finally:
         # Whatever verl logged, also from a run that failed or was interrupted.
-        rows = publish(prepared.files.root, title=run_title(spec))
+        rows = publish(
+            prepared.files.root, title=run_title(spec), temperatures=temperatures(prepared.config)
+        )
     return rows
+
+
+def temperatures(config) -> tuple[float | None, float | None]:
+    """(training, validation) sampling temperatures of verl's config, for the curve's labels."""
+    from omegaconf import OmegaConf
+
+    rollout = "actor_rollout_ref.rollout"
+    return (
+        OmegaConf.select(config, f"{rollout}.temperature", default=None),
+        OmegaConf.select(config, f"{rollout}.val_kwargs.temperature", default=None),
+    )
 
 
 def run_title(spec: VerlRunSpec) -> str:

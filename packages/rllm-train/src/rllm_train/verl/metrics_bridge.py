@@ -118,13 +118,20 @@ def write_rows(rows: Iterable[dict[str, Any]], path: Path) -> None:
     temporary.replace(path)
 
 
-def publish(run_root: Path, title: str, config: Mapping[str, Any] | None = None) -> list[dict]:
+def publish(
+    run_root: Path,
+    title: str,
+    config: Mapping[str, Any] | None = None,
+    temperatures: tuple[float | None, float | None] = (None, None),
+) -> list[dict]:
     """Rebuild ``metrics.jsonl``, ``reward_curve.png`` and ``summary.json`` from verl's logs."""
     steps = read_attempts(run_root / ATTEMPTS_FOLDER)
     rows = [native_row(step, steps[step]) for step in sorted(steps)]
     metrics_path = run_root / reporting.METRICS_FILE
     write_rows(rows, metrics_path)
     if rows:
-        reporting.plot_reward_curve(metrics_path, run_root / reporting.CURVE_FILE, title=title)
+        reporting.plot_reward_curve(
+            metrics_path, run_root / reporting.CURVE_FILE, title=title, temperatures=temperatures
+        )
     reporting.write_summary(run_root, rows, "verl", dict(config) if config is not None else None)
     return rows
