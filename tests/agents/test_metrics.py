@@ -6,8 +6,14 @@ import itertools
 import math
 
 import pytest
-from rllm_agents.metrics import pass_at_k, pass_at_k_by_task, pass_ks, summarize_episodes
-from rllm_agents.types import Episode, TerminationReason, Trajectory
+from rllm_agents.metrics import (
+    outcome_of,
+    pass_at_k,
+    pass_at_k_by_task,
+    pass_ks,
+    summarize_episodes,
+)
+from rllm_agents.types import Episode, Step, TerminationReason, Trajectory
 
 
 def brute_force_pass_at_k(n: int, c: int, k: int) -> float:
@@ -58,3 +64,31 @@ def test_reported_ks():
     assert pass_ks(1) == [1]
     assert pass_ks(8) == [1, 2, 4, 8]
     assert pass_ks(5) == [1, 2, 4, 5]
+
+
+def ended(reason: TerminationReason | None, info: dict | None = None, **fields) -> Episode:
+    step = Step(observation="o", model_response="r", action="r", info=info or {})
+    return Episode(trajectories=[Trajectory(steps=[step])], termination_reason=reason, **fields)
+
+
+def test_outcomes_say_why_each_episode_scored_what_it_did():
+    done = TerminationReason.ENV_DONE
+    cases = {
+        "no_boxed_answer": ended(done, {"grade": "no_boxed_answer", "action_valid": False}),
+        "correct": ended(done, {"is_correct": True}, is_correct=True),
+        "wrong": ended(done, {"action_valid": True}, is_correct=False),
+        "turn limit (the env's)": ended(TerminationReason.ENV_TRUNCATED, {"action_valid": True}),
+        "turn limit (--max-turns)": ended(TerminationReason.MAX_TURNS),
+        "timeout": ended(TerminationReason.TIMEOUT, error="took too long"),
+        "env failure: sandbox_boot": ended(
+            TerminationReason.ENV_FAILURE, {"failure": "sandbox_boot"}, failure="sandbox_boot"
+        ),
+    }
+    for expected, episode in cases.items():
+        assert outcome_of(episode) == expected
+    summary = summarize_episodes([*cases.values(), cases["wrong"]])
+    assert summary["outcomes"]["wrong"] == 2 and sum(summary["outcomes"].values()) == 8
+    assert next(iter(summary["outcomes"])) == "wrong"  # the most common first
+    # Of the four steps whose env said whether the action was valid, one was not.
+    assert summary["invalid_action_share"] == 1 / 4
+    assert summarize_episodes([ended(done)])["invalid_action_share"] is None

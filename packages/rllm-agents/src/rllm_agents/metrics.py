@@ -86,6 +86,55 @@ def infrastructure_failure(episode: Episode) -> bool:
     return episode.termination_reason == TerminationReason.ERROR or bool(episode.failure)
 
 
+# How an episode that was not graded correct ended, by its termination reason.
+_ENDINGS = {
+    TerminationReason.ENV_DONE: "wrong",
+    TerminationReason.ENV_TRUNCATED: "turn limit (the env's)",
+    TerminationReason.MAX_TURNS: "turn limit (--max-turns)",
+    TerminationReason.PROMPT_TOO_LONG: "prompt too long",
+    TerminationReason.RESPONSE_TOO_LONG: "response budget used up",
+    TerminationReason.TIMEOUT: "timeout",
+    TerminationReason.ERROR: "error",
+}
+
+
+def last_step_info(episode: Episode) -> dict[str, Any]:
+    steps = [step for trajectory in episode.trajectories for step in trajectory.steps]
+    return steps[-1].info if steps and isinstance(steps[-1].info, dict) else {}
+
+
+def outcome_of(episode: Episode) -> str:
+    """Why an episode scored what it did, in words: the env's failure kind, the env's own
+    grade where it gives one (``grade``: Math's ``no_boxed_answer``, ``wrong``, ...), else
+    ``correct`` or how it ended (``wrong``, a turn limit, ``timeout``, ...)."""
+    if episode.failure:
+        return f"env failure: {episode.failure}"
+    if episode.error or episode.termination_reason in (
+        TerminationReason.ERROR,
+        TerminationReason.TIMEOUT,
+    ):
+        return _ENDINGS.get(episode.termination_reason, "error")
+    grade = last_step_info(episode).get("grade")
+    if isinstance(grade, str) and grade:
+        return grade
+    if episode_correct(episode):
+        return "correct"
+    return _ENDINGS.get(episode.termination_reason, "unknown")
+
+
+def invalid_action_share(episodes: Iterable[Episode]) -> float | None:
+    """The share of steps whose env said the action was not valid (``action_valid``), over
+    the steps that say either way; None where no env says."""
+    said = [
+        bool(step.info["action_valid"])
+        for episode in episodes
+        for trajectory in episode.trajectories
+        for step in trajectory.steps
+        if isinstance(step.info, dict) and "action_valid" in step.info
+    ]
+    return said.count(False) / len(said) if said else None
+
+
 def summarize_episodes(episodes: list[Episode], samples_per_task: int = 1) -> dict[str, Any]:
     """Reward, pass@k, termination reasons, token counts and timings of a run.
 
@@ -114,6 +163,9 @@ def summarize_episodes(episodes: list[Episode], samples_per_task: int = 1) -> di
         "termination_reasons": dict(sorted(reasons.items())),
         "env_failures": sum(1 for episode in every if episode.failure),
         "errors": reasons.get("error", 0) + reasons.get("timeout", 0),
+        # Why they scored what they did, most common first.
+        "outcomes": dict(Counter(map(outcome_of, every)).most_common()),
+        "invalid_action_share": invalid_action_share(every),
     }
     for k in pass_ks(samples_per_task):
         summary[f"pass@{k}"] = pass_at_k_by_task(episodes, k)

@@ -70,6 +70,10 @@ def print_summary(summary: dict[str, Any]) -> None:
         table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
     reasons = ", ".join(f"{k}={v}" for k, v in summary["termination_reasons"].items())
     table.add_row("termination", reasons)
+    outcomes = ", ".join(f"{k}={v}" for k, v in summary.get("outcomes", {}).items())
+    table.add_row("outcomes", outcomes)
+    if summary.get("invalid_action_share") is not None:
+        table.add_row("invalid actions", f"{summary['invalid_action_share']:.1%} of steps")
     if summary.get("infra_failures"):
         max_rate = summary["config"].get("max_failure_rate", 0.0)
         verdict = "exit 1" if failure_rate_exceeded(summary, max_rate) else "allowed"
