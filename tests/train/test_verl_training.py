@@ -39,7 +39,7 @@ NATIVE_RUN_FILES = ("config.yaml", "metrics.jsonl", "summary.json", "reward_curv
 
 
 def rllm_train(
-    output: Path, *extra: str, ray_address: str | None = None, timeout: float = 420
+    output: Path, *extra: str, ray_address: str | None = None, timeout: float = 900
 ) -> subprocess.CompletedProcess:
     """The installed command; with `ray_address`, on that cluster in CPU mode (named, since a
     named cluster otherwise means GPUs)."""
@@ -51,9 +51,15 @@ def rllm_train(
         env["RAY_ADDRESS"] = ray_address
         extra = ("--device", "cpu", *extra)
     command = [sys.executable, "-m", "rllm_train.cli", *RUN_FLAGS, "--output", str(output), *extra]
-    done = subprocess.run(
-        command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout
-    )
+    try:
+        done = subprocess.run(
+            command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired as expired:
+        # A run alone takes about 2 minutes; under the suite's load, seen up to 7 before its
+        # actors had started. What it printed says where it stood.
+        said = (expired.stderr or b"")[-4000:]
+        raise AssertionError(f"rllm-train ran past {timeout} s:\n{said!r}") from None
     assert done.returncode == 0, f"rllm-train failed:\n{done.stderr[-6000:]}"
     return done
 

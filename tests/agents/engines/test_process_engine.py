@@ -65,6 +65,18 @@ async def play(engine) -> list:
     return await engine.generate_together([{"messages": p, "sampling": SAMPLING} for p in PROMPTS])
 
 
+def play_here(engine) -> list:
+    """`play` on an in-process engine with the child's one thread: the order of a sum's terms
+    follows the thread count, and a near-tie between two tokens follows the order (the
+    suite's earlier tests may leave this process's torch on any count)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return asyncio.run(play(engine))
+    finally:
+        torch.set_num_threads(threads)
+
+
 def changed_weights(model, scale: float = 0.05) -> dict[str, torch.Tensor]:
     generator = torch.Generator().manual_seed(0)
     return {
@@ -81,12 +93,12 @@ def test_it_samples_what_the_engine_in_process_samples_and_follows_pushed_weight
     trainer_copy = copy.deepcopy(lora_policy).merge_and_unload()
     local = LocalEngine(trainer_copy, tokenizer, max_batch_size=8)
     try:
-        apart, here = asyncio.run(play(process_engine)), asyncio.run(play(local))
+        apart, here = asyncio.run(play(process_engine)), play_here(local)
         assert [o.completion_ids for o in apart] == [o.completion_ids for o in here]
         assert all(o.policy_version == 0 for o in apart)
         base = LocalEngine(model, tokenizer, max_batch_size=8)  # without the adapter
         try:
-            original = asyncio.run(play(base))
+            original = play_here(base)
         finally:
             base.close()
         assert [o.completion_ids for o in apart] != [o.completion_ids for o in original]
@@ -94,7 +106,7 @@ def test_it_samples_what_the_engine_in_process_samples_and_follows_pushed_weight
         weights = changed_weights(trainer_copy)
         trainer_copy.load_state_dict(weights)  # the trainer's model after an "update"
         process_engine.update_weights(weights, version=3)
-        after, expected = asyncio.run(play(process_engine)), asyncio.run(play(local))
+        after, expected = asyncio.run(play(process_engine)), play_here(local)
     finally:
         local.close()
     assert process_engine.policy_version == 3
