@@ -9,7 +9,7 @@ import pytest
 
 from tests.group_resources import PLUGIN_NAME as GROUP_RESOURCES
 from tests.group_resources import GroupResources
-from tests.memory import release_if_large
+from tests.memory import note_memory, release_if_grown
 from tests.scheduling import (
     DURATIONS_VARIABLE,
     DurationRecorder,
@@ -27,11 +27,16 @@ def _isolated_dirs(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    note_memory(item)  # before the test's fixtures are set up
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_runtest_teardown(item, nextitem):
     # Last: after pytest's own teardown has run the test's fixture finalizers (tests/memory.py
     # says why).
-    release_if_large()
+    release_if_grown(item)
 
 
 # -- spreading the suite over pytest-xdist's workers (tests/scheduling.py) -------------------

@@ -14,8 +14,10 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -38,9 +40,9 @@ RUN_FLAGS = (
 NATIVE_RUN_FILES = ("config.yaml", "metrics.jsonl", "summary.json", "reward_curve.png")
 
 
-def rllm_train(
-    output: Path, *extra: str, ray_address: str | None = None, timeout: float = 900
-) -> subprocess.CompletedProcess:
+def command_and_env(
+    output: Path, extra: tuple[str, ...], ray_address: str | None
+) -> tuple[list[str], dict[str, str]]:
     """The installed command; with `ray_address`, on that cluster in CPU mode (named, since a
     named cluster otherwise means GPUs)."""
     env = {
@@ -51,6 +53,13 @@ def rllm_train(
         env["RAY_ADDRESS"] = ray_address
         extra = ("--device", "cpu", *extra)
     command = [sys.executable, "-m", "rllm_train.cli", *RUN_FLAGS, "--output", str(output), *extra]
+    return command, env
+
+
+def rllm_train(
+    output: Path, *extra: str, ray_address: str | None = None, timeout: float = 900
+) -> subprocess.CompletedProcess:
+    command, env = command_and_env(output, extra, ray_address)
     try:
         done = subprocess.run(
             command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout
@@ -110,15 +119,55 @@ LORA_REMAX_FLAGS = (
 )  # fmt: skip
 
 
+def step_1_saved(output: Path) -> bool:
+    latest = output / "checkpoints" / "latest_checkpointed_iteration.txt"
+    logs = sorted((output / "verl_metrics").glob("attempt-*.jsonl"))
+    try:
+        saved = latest.read_text().strip() == "1"
+        logged = bool(logs) and '"step":1,' in logs[-1].read_text().replace(" ", "")
+    except OSError:
+        return False
+    return saved and logged
+
+
+def terminated_after_step_1(output: Path, *extra: str, timeout: float = 900) -> tuple[int, str]:
+    """The command on a cluster of its own, sent SIGTERM once step 1 is both checkpointed and
+    in verl's step log; its exit status and stderr."""
+    command, env = command_and_env(output, extra, None)
+    with subprocess.Popen(
+        command, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        text=True,
+    ) as process:  # fmt: skip
+        try:
+            deadline = time.monotonic() + timeout
+            while not step_1_saved(output):
+                assert process.poll() is None, process.stderr.read()[-4000:]
+                assert time.monotonic() < deadline, f"no checkpoint of step 1 in {timeout} s"
+                time.sleep(0.2)
+            process.send_signal(signal.SIGTERM)
+            _, stderr = process.communicate(timeout=180)
+        finally:
+            if process.poll() is None:
+                process.kill()
+    return process.returncode, stderr
+
+
 @pytest.fixture(scope="module")
 def resumed_run(tmp_path_factory, verl_ray_head) -> Path:
-    """Stopped after step 1, then resumed to step 2 (verl's checkpoint manager, the adapter
-    included)."""
+    """Stopped by SIGTERM after step 1, then resumed to step 2 (verl's checkpoint manager,
+    the adapter included)."""
     output = tmp_path_factory.mktemp("remax-lora")
-    first = rllm_train(output, *LORA_REMAX_FLAGS, "--steps", "1")  # no device, no cluster
-    assert "CPU mode" in first.stderr  # chosen for the user, and said so in one line
+    clusters_before = set(Path("/tmp").glob("rllm-ray-*"))
+    status, stderr = terminated_after_step_1(  # no device, no cluster
+        output, *LORA_REMAX_FLAGS, "--steps", "2", "trainer.save_every=1"
+    )
+    assert "CPU mode" in stderr  # chosen for the user, and said so in one line
+    # As on the native backend: 128 + SIGTERM, and one line on how to go on.
+    assert status == 128 + signal.SIGTERM, stderr[-4000:]
+    assert stderr.rstrip().endswith("terminated by SIGTERM; continue with --resume"), stderr[-2000:]
+    assert set(Path("/tmp").glob("rllm-ray-*")) <= clusters_before  # its cluster's folder went
     assert [row["step"] for row in trained_rows(output)] == [1]
-    rllm_train(output, *LORA_REMAX_FLAGS, "--steps", "2", "--resume",
+    rllm_train(output, *LORA_REMAX_FLAGS, "--steps", "2", "--resume", "trainer.save_every=1",
                ray_address=verl_ray_head.address())  # fmt: skip
     return output
 

@@ -33,6 +33,7 @@ import socket
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -328,10 +329,19 @@ class Terminated(SystemExit):
         self.signal_name = signal.Signals(signum).name
 
 
-def _unwind(signum: int, _frame: object) -> None:
-    # SystemExit, not an abrupt exit: finally blocks, context managers and atexit run, and
-    # they are what stops model servers, Ray and containers.
-    raise Terminated(signum)
+@dataclass
+class SignalUnwinder:
+    """The handler terminate_on_signals installs. It raises :class:`Terminated` (SystemExit,
+    not an abrupt exit: finally blocks, context managers and atexit run, and they are what
+    stops model servers, Ray and containers), and keeps the signal it got: a blocking Ray
+    call that is running when the handler raises turns the exception into an exit of its
+    own, and :func:`as_received_signal` turns it back."""
+
+    received: int | None = None
+
+    def __call__(self, signum: int, _frame: object) -> None:
+        self.received = signum
+        raise Terminated(signum)
 
 
 # Below this much free space, a failed write is taken for a full disk even where the writer
@@ -408,8 +418,26 @@ def terminate_on_signals(signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGH
 
     if threading.current_thread() is not threading.main_thread():
         return
+    unwinder = SignalUnwinder()
     for number in signals:
-        signal.signal(number, _unwind)
+        signal.signal(number, unwinder)
+
+
+@contextlib.contextmanager
+def as_received_signal() -> Iterator[None]:
+    """Around a blocking Ray call (``ray.get`` of a whole training run): Ray catches the
+    handler's Terminated inside its wait and ends the call with an exit of its own (status 1,
+    or a KeyboardInterrupt); raised again here as the Terminated of the signal that came."""
+    try:
+        yield
+    except Terminated:
+        raise
+    except (SystemExit, KeyboardInterrupt):
+        handler = signal.getsignal(signal.SIGTERM)
+        received = handler.received if isinstance(handler, SignalUnwinder) else None
+        if received is None:
+            raise
+        raise Terminated(received) from None
 
 
 def die_with_parent() -> None:

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rllm_agents import reaper
+from rllm_agents.run_folder import SignalUnwinder, as_received_signal, terminate_on_signals
 
 from rllm_train.verl.cpu import CPU_MODE_VARIABLE
 from rllm_train.verl.cpu.vllm_distribution import ray_env as vllm_cpu_env
@@ -132,14 +134,22 @@ def run_verl(config, cluster: RayCluster, mode: str = SYNC) -> None:
     from verl.trainer.constants_ppo import get_ppo_ray_runtime_env
     from verl.trainer.main_ppo import run_ppo
 
+    handler = signal.getsignal(signal.SIGTERM)
     ray.init(**cluster.init_kwargs(get_ppo_ray_runtime_env(config)))
+    # ray.init puts its own SIGTERM handlers in place (Python's exits with the signal number,
+    # and the driver's C++ one dumps the stack and aborts: status 134). The CLI's handler
+    # goes back, so SIGTERM unwinds this run as it does a native one (143, and the line on
+    # how to resume); a program that had none of ours keeps Ray's.
+    if isinstance(handler, SignalUnwinder):
+        terminate_on_signals()
     # A cluster of the run's own is the driver's to end: once the driver is gone, kill -9
     # included, a watchdog kills what is left (Ray's agents outlive it) and removes its folder.
     watchdog = None if cluster.joins_a_cluster() else reaper.watch(os.getpid())
     if watchdog is not None and cluster.temp_dir:
         watchdog.remove_folder(cluster.temp_dir)
     try:
-        run_ppo(config, task_runner_class=task_runner_class(mode))
+        with as_received_signal():  # run_ppo waits in ray.get, which swallows our exception
+            run_ppo(config, task_runner_class=task_runner_class(mode))
     finally:
         ray.shutdown()
         if watchdog is not None:
