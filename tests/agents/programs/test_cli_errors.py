@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 
+import gymnasium as gym
 import pytest
 from rllm_agents.cli.eval import main as eval_main
 from rllm_train.cli import main as train_main
@@ -51,9 +52,28 @@ def test_rllm_eval_refuses_bad_programs(capsys, argv, expected):
     assert_fails(capsys, eval_main, "rllm-eval", [*MATH, *argv], *expected)
 
 
+class SeedsOnlyTextEnv(gym.Env):
+    """Text in, text out, and no task rows: each reset draws from its seed."""
+
+    observation_space = gym.spaces.Text(max_length=64)
+    action_space = gym.spaces.Text(max_length=64)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return "Say anything.", {}
+
+    def step(self, action):
+        return "Done.", 0.0, True, False, {}
+
+
+SEEDS_ONLY_ID = "rllm_test/SeedsOnlyText-v0"
+if SEEDS_ONLY_ID not in gym.registry:
+    gym.register(SEEDS_ONLY_ID, entry_point=SeedsOnlyTextEnv)
+
+
 def test_rllm_eval_needs_task_rows_for_a_program(capsys):
-    # A plain Gymnasium env: no task set, it draws from seeds.
-    argv = ["--env", "CartPole-v1", "--model", "tiny", "--num-tasks", "1"]
+    # A text env with no task set: it draws from seeds.
+    argv = ["--env", f"{__name__}:{SEEDS_ONLY_ID}", "--model", "tiny", "--num-tasks", "1"]
     assert_fails(
         capsys, eval_main, "rllm-eval", [*argv, "--agent-program", AGENT], "draws its tasks"
     )
