@@ -454,18 +454,7 @@ class NativeTrainer:
             self.close()
             log.close()
             # What the run did, also when it stopped early (failed episodes, an error).
-            reporting.plot_reward_curve(
-                self.output / reporting.METRICS_FILE,
-                self.output / reporting.CURVE_FILE,
-                title=reporting.run_title(
-                    self.config.model.name, self.config.env.id, self.config.algorithm.name
-                ),
-                rates=self.scoring.plotted_rates,
-                temperatures=(
-                    self.config.rollout.temperature,
-                    self.config.rollout.val_temperature,
-                ),
-            )
+            reporting.plot_run_curve(self.output, self.config, rates=self.scoring.plotted_rates)
             reporting.write_summary(self.output, rows, "native", asdict(self.config))
         return rows
 

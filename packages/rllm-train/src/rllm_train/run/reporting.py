@@ -199,6 +199,17 @@ def plot_reward_curve(
     return png_path
 
 
+def plot_run_curve(output: Path, config: Any, rates: dict[str, str] | None = None) -> Path | None:
+    """A native run's curve, titled and labelled from its config (a TrainConfig)."""
+    return plot_reward_curve(
+        output / METRICS_FILE,
+        output / CURVE_FILE,
+        title=run_title(config.model.name, config.env.id, config.algorithm.name),
+        rates=rates,
+        temperatures=(config.rollout.temperature, config.rollout.val_temperature),
+    )
+
+
 def reward_figure(
     every_row: list[dict[str, Any]],
     title: str = "",
