@@ -19,8 +19,10 @@ from rllm_agents.engines.base import ContextOverflow, EngineError, SamplingParam
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=10)
 # How far vLLM's log-probs may be from the float32 transformers model's, per token, by the
-# dtype vLLM computes in (measured on the embedded SmolLM2; see docs/agents/engines.md).
-VLLM_LOGPROB_ATOL = {"float32": 2e-3, "bfloat16": 0.25}
+# dtype vLLM computes in (measured on the embedded SmolLM2; see docs/agents/engines.md). In
+# bfloat16 (a CPU with AVX-512 BF16), the worst seen was 0.28: one of eight greedy requests
+# batched together; alone, 0.16.
+VLLM_LOGPROB_ATOL = {"float32": 2e-3, "bfloat16": 0.4}
 
 
 @dataclass(frozen=True)

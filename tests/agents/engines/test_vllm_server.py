@@ -8,7 +8,7 @@ from rllm_agents.engines.base import SamplingParams
 from rllm_agents.engines.weight_sync import PolicyWeights
 
 from tests.agents.engines.conformance import VLLM_LOGPROB_ATOL, chat
-from tests.agents.engines.test_vllm_engine import _gap, _perturbed
+from tests.agents.engines.test_vllm_engine import SYNC_NOISE, _gap, _perturbed
 from tests.parts import require_module
 
 pytestmark = pytest.mark.slow
@@ -19,7 +19,7 @@ GREEDY = SamplingParams(temperature=0.0, max_tokens=12)
 async def test_a_sync_through_the_servers_endpoints(vllm_server_engine, smollm2_reference):
     engine, (original, _) = vllm_server_engine, smollm2_reference
     before = await engine.generate(chat(1), sampling=GREEDY)
-    trained = _perturbed(original, scale=0.5, seed=2)
+    trained = _perturbed(original, scale=SYNC_NOISE, seed=2)
     timing = await engine.update_weights(PolicyWeights.from_model(trained, 3).state_dict, version=3)
     after = await engine.generate(chat(1), sampling=GREEDY)
     assert after.policy_version == 3 and after.completion_ids != before.completion_ids
