@@ -34,20 +34,35 @@ python_env_is_current() {
     [ -f .venv/.rllm-setup-stamp ] && [ "$(cat .venv/.rllm-setup-stamp)" = "$(python_env_stamp)" ]
 }
 
-# llama-cpp-python (the embedded model's engine) compiles llama.cpp from source: about ten
-# minutes on two cores. Its wheel builds in the background, with the system's pip (the venv's
-# is upgraded meanwhile), while the system packages and torch install; the venv's install then
-# takes it from LLAMA_WHEELS. Built without the multimodal library (mtmd, LLAVA_BUILD), which
-# rllm never loads: 503 s instead of 604 s here.
+# llama-cpp-python (the embedded model's engine) compiles llama.cpp from source. Its wheel
+# builds in the background, with the system's pip (the venv's is upgraded meanwhile), while the
+# system packages and the rest install; the venv's install then takes it from LLAMA_WHEELS.
+# Built with only what its wheel ships: no multimodal library (mtmd, LLAVA_BUILD), which rllm
+# never loads, and no llama.cpp "common" library. The package's CMakeLists forces that one on
+# (LLAMA_BUILD_COMMON ... FORCE, so no -D overrides it), yet its wheel loads only libllama and
+# ggml: the source is unpacked and that line turned off. Half the compile: 98 s instead of
+# 200 s on an idle 2-core machine. Where a release lacks the line, it builds as published.
 LLAMA_WHEELS=.venv/llama-wheels
 LLAMA_BUILD_LOG=.venv/llama-wheel-build.log
 export CMAKE_ARGS="-DLLAVA_BUILD=OFF${CMAKE_ARGS:+ $CMAKE_ARGS}"
 export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
 
+build_llama_wheel() {
+    local sources
+    sources="$(mktemp -d)"
+    python3 -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: \
+        -c constraints.txt -d "$sources" llama-cpp-python
+    tar -xzf "$sources"/llama_cpp_python-*.tar.gz -C "$sources"
+    local tree
+    tree="$(find "$sources" -mindepth 1 -maxdepth 1 -type d -name 'llama_cpp_python-*')"
+    sed -i 's/set(LLAMA_BUILD_COMMON ON CACHE/set(LLAMA_BUILD_COMMON OFF CACHE/' "$tree/CMakeLists.txt"
+    python3 -m pip wheel -q --disable-pip-version-check --no-deps -w "$LLAMA_WHEELS" "$tree"
+    rm -rf "$sources"
+}
+
 start_llama_wheel_build() {
     mkdir -p "$LLAMA_WHEELS"
-    python3 -m pip wheel -q --disable-pip-version-check --no-deps -c constraints.txt \
-        -w "$LLAMA_WHEELS" llama-cpp-python >"$LLAMA_BUILD_LOG" 2>&1 &
+    build_llama_wheel >"$LLAMA_BUILD_LOG" 2>&1 &
     LLAMA_BUILD_PID=$!
 }
 
@@ -72,6 +87,10 @@ pip_find_links() {
     for link in $links ${PIP_FIND_LINKS:-}; do printf -- '--find-links=%s\n' "$link"; done
 }
 
+# The project's packages, editable, with every extra the tests use.
+PROJECT_PACKAGES=(-e "packages/rllm-envs[all]" -e "packages/rllm-agents[all]"
+    -e "packages/rllm-train[verl]" -e ".[dev]")
+
 install_python_env() {
     local want
     want="$(python_env_stamp)"
@@ -85,15 +104,40 @@ install_python_env() {
         "${links[@]}")
     # torch first, from the pinned CPU build, so nothing later pulls a CUDA build.
     "${install[@]}" torch==2.13.0
-    wait_for_llama_wheel
-    "${install[@]}" --find-links "$LLAMA_WHEELS" \
-        -e "packages/rllm-envs[all]" \
-        -e "packages/rllm-agents[all]" \
-        -e "packages/rllm-train[verl]" \
-        -e ".[dev]"
+    # Everything but llama-cpp-python while its wheel builds: an override whose marker never
+    # holds takes it out of the resolution. Adding it afterwards changes nothing else (what it
+    # needs is there or new), so the services may run meanwhile.
+    "${install[@]}" --overrides <(echo "llama-cpp-python; sys_platform == 'never'") \
+        "${PROJECT_PACKAGES[@]}"
     install_vllm "${install[@]}"
+    if [ "$WITH_SERVICES" = 1 ]; then start_services; fi
+    wait_for_llama_wheel
+    "${install[@]}" --find-links "$LLAMA_WHEELS" "${PROJECT_PACKAGES[@]}"
     warm_bytecode_cache
     echo "$want" > .venv/.rllm-setup-stamp
+}
+
+# --services: also start the system services the tests use (scripts/services.sh). On a new
+# machine they start as soon as the system packages and rllm-envs are in, while llama.cpp
+# compiles (their images take a minute or more to build); their output follows setup's.
+WITH_SERVICES=0
+SERVICES_LOG=.venv/services.log
+
+start_services() {
+    bash scripts/services.sh >"$SERVICES_LOG" 2>&1 &
+    SERVICES_PID=$!
+}
+
+wait_for_services() {
+    if [ "$WITH_SERVICES" != 1 ]; then return 0; fi
+    if [ -z "${SERVICES_PID:-}" ]; then
+        bash scripts/services.sh
+        return
+    fi
+    local status=0
+    wait "$SERVICES_PID" || status=$?
+    cat "$SERVICES_LOG"
+    return "$status"
 }
 
 # What every run imports (torch, transformers, verl's algorithms, rllm itself), compiled once
@@ -122,6 +166,13 @@ install_vllm() {
     fi
 }
 
+for argument in "$@"; do
+    case "$argument" in
+        --services) WITH_SERVICES=1 ;;
+        *) echo "setup: unknown argument $argument (known: --services)" >&2; exit 2 ;;
+    esac
+done
+
 if python_env_is_current; then
     install_system_packages
 else
@@ -130,4 +181,5 @@ else
     install_system_packages
     install_python_env
 fi
+wait_for_services
 echo "setup: ready (.venv)"

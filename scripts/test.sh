@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Sets everything up (scripts/setup.sh), starts the system services the tests use, and runs
+# Sets everything up (scripts/setup.sh), with the system services the tests use, and runs
 # the whole test suite plus a strict build of the docs. Extra arguments go to pytest.
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
 
-bash scripts/setup.sh
+# The services start during the install, where it is a new one (scripts/setup.sh --services).
+bash scripts/setup.sh --services
 # shellcheck disable=SC1091
 source .venv/bin/activate
-bash scripts/services.sh
 
 # Two workers on two cores: most tests wait on a container, a browser or a child process, so
 # a second test runs meanwhile. Groups keep a module's fixtures, and tests that share a
