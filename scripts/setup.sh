@@ -50,7 +50,9 @@ export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
 build_llama_wheel() {
     local sources
     sources="$(mktemp -d)"
-    python3 -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: \
+    # The source of llama-cpp-python only: with --no-binary :all: pip compiles the build tools
+    # it prepares the metadata with too (ninja: four more minutes).
+    python3 -m pip download -q --disable-pip-version-check --no-deps --no-binary llama-cpp-python \
         -c constraints.txt -d "$sources" llama-cpp-python
     tar -xzf "$sources"/llama_cpp_python-*.tar.gz -C "$sources"
     local tree
