@@ -64,6 +64,8 @@ build_llama_wheel() {
 
 start_llama_wheel_build() {
     mkdir -p "$LLAMA_WHEELS"
+    # Built before (the venv is being brought up to date): the install takes that one.
+    if compgen -G "$LLAMA_WHEELS/llama_cpp_python-*.whl" >/dev/null; then return 0; fi
     build_llama_wheel >"$LLAMA_BUILD_LOG" 2>&1 &
     LLAMA_BUILD_PID=$!
 }
