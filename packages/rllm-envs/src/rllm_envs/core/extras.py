@@ -17,6 +17,7 @@ EXTRA_MODULES: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "web": ("playwright",),
         "mcp": ("mcp",),
         "multiagent": ("pygame",),
+        "serve": ("aiohttp",),
     }
 )
 

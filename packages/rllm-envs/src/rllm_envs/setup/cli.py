@@ -5,8 +5,9 @@
     rllm-envs setup all --force      # everything, rebuilt even where up to date
     rllm-envs doctor                 # every env: ready or not, and why
     rllm-envs doctor swe code        # exit status 1 unless both are ready
+    rllm-envs serve rllm/FrozenLake-v0 --port 8000   # served with the OpenEnv protocol
 
-Also ``python -m rllm_envs setup|doctor``. Setup is idempotent: what is there and up to date
+Also ``python -m rllm_envs setup|doctor|serve`` (serve: see :mod:`rllm_envs.serve.cli`). Setup is idempotent: what is there and up to date
 is kept (images record their recipes), so a second run takes seconds. The Docker engine itself,
 bubblewrap and Chromium are system packages it does not install; it says so in one line when
 one is missing, naming the fix.
@@ -30,6 +31,7 @@ import time
 
 from rllm_envs.core.usage import CommandParser, UsageError, one_line, report_usage_error
 from rllm_envs.sandbox.image_names import rootfs_image, sandbox_image
+from rllm_envs.serve.cli import add_serve_command
 from rllm_envs.setup.base import SetupError, SetupOptions, SetupRun, StageFailed
 from rllm_envs.setup.command import PROG
 from rllm_envs.setup.rootfs import default_mirror
@@ -54,7 +56,7 @@ def build_parser() -> CommandParser:
     parser = CommandParser(
         prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="setup|doctor")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="setup|doctor|serve")
     setup = commands.add_parser(
         "setup",
         help="make what the envs need",
@@ -99,6 +101,7 @@ def build_parser() -> CommandParser:
     doctor = commands.add_parser("doctor", help="say which envs are ready here, and why not")
     doctor.add_argument("envs", nargs="*", metavar="ENV", help="env names (default: every env)")
     doctor.set_defaults(run=run_doctor)
+    add_serve_command(commands)
     return parser
 
 
