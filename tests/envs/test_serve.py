@@ -223,6 +223,7 @@ async def test_the_command_serves_a_plain_gymnasium_env_in_text_and_stops_on_sig
         if process.poll() is None:
             process.kill()
             process.wait()
+        process.stdout.close()
 
 
 def test_the_command_refuses_what_it_cannot_serve():

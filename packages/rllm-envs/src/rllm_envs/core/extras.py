@@ -18,6 +18,7 @@ EXTRA_MODULES: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "mcp": ("mcp",),
         "multiagent": ("pygame",),
         "serve": ("aiohttp",),
+        "remote": ("websockets",),
     }
 )
 

@@ -32,6 +32,12 @@ ENV_ENTRIES: tuple[EnvEntry, ...] = (
     EnvEntry("rllm/OpenEnded-v0", "rllm_envs.openended:OpenEndedEnv"),
 )
 
+# Envs that play an env served elsewhere: registered, but not in ENV_IDS, as they cannot be
+# made without a server to reach (tests/envs/test_remote.py runs the env checks on them).
+CLIENT_ENTRIES: tuple[EnvEntry, ...] = (
+    EnvEntry("rllm/Remote-v0", "rllm_envs.remote:RemoteEnv", extra="remote"),
+)
+
 # Old ids kept for one version after an env moved: registered too (so code using them still
 # works), but not listed in ENV_IDS; their env warns with the new id when made.
 DEPRECATED_ENTRIES: tuple[EnvEntry, ...] = (
@@ -43,7 +49,7 @@ def register_envs() -> None:
     """Register every rllm id with Gymnasium (idempotent)."""
     from gymnasium.envs.registration import register, registry
 
-    for entry in (*ENV_ENTRIES, *DEPRECATED_ENTRIES):
+    for entry in (*ENV_ENTRIES, *CLIENT_ENTRIES, *DEPRECATED_ENTRIES):
         if entry.id not in registry:
             register(
                 id=entry.id,
