@@ -22,11 +22,11 @@ from tests.envs.test_serve import LAKE, MOVES, free_port, play_in_process
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def serve(env_id: str) -> tuple[subprocess.Popen, str]:
+def serve(env_id: str, *options: str) -> tuple[subprocess.Popen, str]:
     """`rllm-envs serve env_id` as a child process, and its address once it listens."""
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "rllm_envs", "serve", env_id, "--port", str(port)],
+        [sys.executable, "-m", "rllm_envs", "serve", env_id, "--port", str(port), *options],
         cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )  # fmt: skip
