@@ -237,3 +237,11 @@ def test_the_command_refuses_what_it_cannot_serve():
     assert unknown.returncode == 2 and "not a registered Gymnasium env" in unknown.stderr
     bad_kwargs = serve(LAKE, "--env-kwargs", "[1]")
     assert bad_kwargs.returncode == 2 and "JSON object" in bad_kwargs.stderr
+
+
+@pytest.mark.slow
+def test_the_overhead_benchmark_runs():
+    from tests.benchmark_runs import run_benchmark
+
+    said = run_benchmark("serve_overhead.py", "--steps=50", "--sessions=4", "--seconds=0.5").stdout
+    assert "added at the median" in said and "served / in-process" in said
