@@ -17,7 +17,7 @@ import rllm_envs  # noqa: F401 - registers the rllm ids
 from gymnasium.utils.env_checker import check_env
 from rllm_envs.core.async_env import areset, astep
 
-from tests.envs.test_serve import LAKE, MOVES, free_port, play_in_process
+from tests.envs.test_serve import LAKE, MOVES, free_port, play, play_in_process
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,17 +54,6 @@ def lake_server():
     assert process.returncode == 0
 
 
-def play_remote(env: gym.Env, seed: int, actions: list[str]) -> list[tuple]:
-    observation, _ = env.reset(seed=seed)
-    played = [(observation, None, False, False)]
-    for action in actions:
-        observation, reward, terminated, truncated, _ = env.step(action)
-        played.append((observation, reward, terminated, truncated))
-        if terminated or truncated:
-            break
-    return played
-
-
 def test_a_remote_env_passes_gymnasiums_checks(lake_server):
     env = gym.make("rllm/Remote-v0", url=lake_server, env=LAKE)
     try:
@@ -77,7 +66,7 @@ def test_remote_episodes_are_the_served_envs_episodes(lake_server):
     env = gym.make("rllm/Remote-v0", url=lake_server)
     try:
         for seed in (0, 3, 11):
-            assert play_remote(env, seed, MOVES) == play_in_process(LAKE, seed, MOVES)
+            assert play(env, seed, MOVES) == play_in_process(LAKE, seed, MOVES)
         # A finished episode says so, as local envs do, until the next reset.
         _, _, terminated, truncated, info = env.step("Down")
         assert truncated and not terminated and info["action_valid"] is False

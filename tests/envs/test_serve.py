@@ -31,18 +31,23 @@ LAKE = "rllm/FrozenLake-v0"
 MOVES = ["Down", "Right", "Down", "Right", "Down", "Right", "Up", "Left"]
 
 
-def play_in_process(played_id: str, seed: int, actions: list[str], **kwargs) -> list[tuple]:
+def play(env: gym.Env, seed: int, actions: list[str]) -> list[tuple]:
     """(observation, reward, terminated, truncated) of reset then each action, until done."""
+    observation, _ = env.reset(seed=seed)
+    played = [(observation, None, False, False)]
+    for action in actions:
+        observation, reward, terminated, truncated, _ = env.step(action)
+        played.append((observation, reward, terminated, truncated))
+        if terminated or truncated:
+            break
+    return played
+
+
+def play_in_process(played_id: str, seed: int, actions: list[str], **kwargs) -> list[tuple]:
+    """:func:`play` on a fresh `played_id` env, closed after."""
     env = gym.make(played_id, **kwargs)
     try:
-        observation, _ = env.reset(seed=seed)
-        played = [(observation, None, False, False)]
-        for action in actions:
-            observation, reward, terminated, truncated, _ = env.step(action)
-            played.append((observation, reward, terminated, truncated))
-            if terminated or truncated:
-                break
-        return played
+        return play(env, seed, actions)
     finally:
         env.close()
 

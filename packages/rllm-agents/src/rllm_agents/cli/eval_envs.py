@@ -4,22 +4,17 @@
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Callable
 from typing import Any
 
 from rllm_envs.core.shipped_datasets import TASK_CHOOSING_KWARGS, held_out_tasks_argument
+from rllm_envs.core.usage import json_object_argument
 
 from rllm_agents.cli.usage import UsageError, check_env_id, check_text_env
 
 
 def env_kwargs_from(args: argparse.Namespace) -> dict[str, Any]:
-    try:
-        kwargs = json.loads(args.env_kwargs)
-    except ValueError as error:
-        raise UsageError(f"--env-kwargs is not valid JSON ({error}): {args.env_kwargs!r}") from None
-    if not isinstance(kwargs, dict):
-        raise UsageError("--env-kwargs must be a JSON object, e.g. '{\"max_turns\": 3}'")
+    kwargs = json_object_argument(args.env_kwargs, "--env-kwargs")
     if args.split:
         kwargs["tasks"] = args.split if ":" in args.split else f"shipped:{args.split}"
     elif not TASK_CHOOSING_KWARGS & set(kwargs) and (held_out := held_out_tasks_argument(args.env)):

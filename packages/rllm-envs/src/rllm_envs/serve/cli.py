@@ -13,14 +13,13 @@ closed (containers and browsers included).
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rllm_envs.core.loading import LoadError, import_from_current_folder, plain_env_id
-from rllm_envs.core.usage import UsageError
+from rllm_envs.core.loading import import_from_current_folder
+from rllm_envs.core.usage import UsageError, check_env_id, json_object_argument
 
 GYMTEXT_ID = "rllm/GymText-v0"
 
@@ -66,12 +65,7 @@ def served_env(env_id: str, kwargs: dict[str, Any], say: Callable[[str], None]) 
     import gymnasium as gym
 
     import_from_current_folder()
-    try:
-        plain_id = plain_env_id(env_id)
-    except LoadError as error:
-        raise UsageError(str(error)) from error
-    if plain_id not in gym.registry:
-        raise UsageError(f"{plain_id!r} is not a registered Gymnasium env")
+    plain_id = check_env_id(env_id, option="rllm-envs serve")
     served = ServedEnv(plain_id, kwargs)
     try:
         env = served()
@@ -100,12 +94,7 @@ def run_serve(args: argparse.Namespace) -> int:
     from rllm_envs.serve.app import ServeSettings, build_app
     from rllm_envs.serve.sessions import Sessions
 
-    try:
-        kwargs = json.loads(args.env_kwargs)
-    except ValueError as error:
-        raise UsageError(f"--env-kwargs is not valid JSON ({error})") from None
-    if not isinstance(kwargs, dict):
-        raise UsageError("--env-kwargs must be a JSON object")
+    kwargs = json_object_argument(args.env_kwargs, "--env-kwargs")
     if args.max_sessions < 1:
         raise UsageError("--max-sessions must be at least 1")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
