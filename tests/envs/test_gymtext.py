@@ -149,7 +149,7 @@ def test_parse_reads_each_space_type(space, reply, expected):
     ],
 )
 def test_parse_rejects_actions_outside_the_space(space, reply, problem):
-    with pytest.raises(codecs.ActionError, match=re.escape(problem)):
+    with pytest.raises(codecs.MessageError, match=re.escape(problem)):
         codecs.parse_action(space, reply)
 
 

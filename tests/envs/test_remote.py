@@ -96,6 +96,16 @@ async def test_the_async_api_plays_remote_envs_side_by_side(lake_server):
         assert observations == [turn[0] for turn in play_in_process(LAKE, seed, MOVES)]
 
 
+def test_the_server_describes_its_env(lake_server):
+    import json
+    import urllib.request
+
+    with urllib.request.urlopen(f"{lake_server}/metadata", timeout=10) as response:
+        metadata = json.loads(response.read())
+    assert metadata["name"] == LAKE
+    assert metadata["description"].startswith("``rllm/FrozenLake-v0``: cross a frozen lake")
+
+
 def test_a_server_serving_another_env_is_refused(lake_server):
     env = gym.make("rllm/Remote-v0", url=lake_server, env="rllm/Math-v0")
     with pytest.raises(ValueError, match="serves 'rllm/FrozenLake-v0', not 'rllm/Math-v0'"):

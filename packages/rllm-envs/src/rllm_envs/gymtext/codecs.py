@@ -1,7 +1,7 @@
 """How Gymnasium spaces become text and back: one (describe, render, parse) codec per space type.
 
 `describe` says in words what a value of the space looks like, `render` writes a value as text,
-and `parse` reads an action from a model's reply (or raises :class:`ActionError` saying why it
+and `parse` reads an action from a model's reply (or raises :class:`MessageError` saying why it
 cannot). Observation spaces need only the first two; spaces without a `parse` cannot be acted in.
 """
 
@@ -25,7 +25,7 @@ _MAX_CHARS_PER_NUMBER = 40
 _LARGEST_INTEGER = 2**62
 
 
-class ActionError(ValueError):
+class MessageError(ValueError):
     """A reply that is not an action of the space; the message is shown to the agent."""
 
 
@@ -47,25 +47,25 @@ def action_span(reply: str) -> str:
 def read_numbers(text: str, count: int) -> np.ndarray:
     """Exactly `count` numbers separated by spaces, commas or brackets, and nothing else."""
     if len(text) > count * _MAX_CHARS_PER_NUMBER + 100:  # no need to scan megabytes
-        raise ActionError(f"expected {count} number(s), got {len(text)} characters of text")
+        raise MessageError(f"expected {count} number(s), got {len(text)} characters of text")
     text = _PREFIX.sub("", text, count=1)
     numbers = _NUMBER.findall(text)
     if _SEPARATORS.fullmatch(_NUMBER.sub(" ", text)) is None or not numbers:
-        raise ActionError(f"expected {count} number(s) and nothing else, got {_excerpt(text)}")
+        raise MessageError(f"expected {count} number(s) and nothing else, got {_excerpt(text)}")
     if len(numbers) != count:
-        raise ActionError(f"expected {count} number(s), got {len(numbers)}")
+        raise MessageError(f"expected {count} number(s), got {len(numbers)}")
     values = np.array([float(number) for number in numbers])
     if not np.all(np.isfinite(values)):
-        raise ActionError("numbers must be finite (no inf or nan)")
+        raise MessageError("numbers must be finite (no inf or nan)")
     return values
 
 
 def read_integers(text: str, count: int) -> np.ndarray:
     values = read_numbers(text, count)
     if not np.all(values == np.round(values)):
-        raise ActionError("expected whole numbers")
+        raise MessageError("expected whole numbers")
     if np.any(np.abs(values) > _LARGEST_INTEGER):
-        raise ActionError("the numbers are too large")
+        raise MessageError("the numbers are too large")
     return values.astype(np.int64)
 
 
@@ -108,7 +108,7 @@ def _describe_discrete(space: spaces.Discrete) -> str:
 def _parse_discrete(space: spaces.Discrete, text: str) -> np.int64:
     value = int(read_integers(text, 1)[0])
     if not space.start <= value < space.start + space.n:
-        raise ActionError(f"{value} is not {_describe_discrete(space)}")
+        raise MessageError(f"{value} is not {_describe_discrete(space)}")
     return np.int64(value)
 
 
@@ -126,7 +126,7 @@ def _parse_box(space: spaces.Box, text: str) -> np.ndarray:
     values = reader(text, count).reshape(space.shape)
     outside = (values < space.low) | (values > space.high)
     if np.any(outside):
-        raise ActionError(f"{render_array(values)} is not {_bounds_text(space.low, space.high)}")
+        raise MessageError(f"{render_array(values)} is not {_bounds_text(space.low, space.high)}")
     action = values.astype(space.dtype)
     if not space.contains(action):  # float32 rounding at a bound
         action = np.clip(action, space.low, space.high).astype(space.dtype)
@@ -144,7 +144,7 @@ def _describe_multi_discrete(space: spaces.MultiDiscrete) -> str:
 def _parse_multi_discrete(space: spaces.MultiDiscrete, text: str) -> np.ndarray:
     values = read_integers(text, space.nvec.size).reshape(space.nvec.shape)
     if np.any(values < space.start) or np.any(values >= space.start + space.nvec):
-        raise ActionError(
+        raise MessageError(
             f"{render_array(values)} is out of range: {_describe_multi_discrete(space)}"
         )
     return values.astype(space.dtype)
@@ -157,7 +157,7 @@ def _describe_multi_binary(space: spaces.MultiBinary) -> str:
 def _parse_multi_binary(space: spaces.MultiBinary, text: str) -> np.ndarray:
     values = read_integers(text, int(np.prod(space.shape))).reshape(space.shape)
     if np.any((values != 0) & (values != 1)):
-        raise ActionError(f"{render_array(values)} has values other than 0 and 1")
+        raise MessageError(f"{render_array(values)} has values other than 0 and 1")
     return values.astype(space.dtype)
 
 
@@ -172,13 +172,13 @@ def _describe_text(space: spaces.Text) -> str:
 
 def _parse_text(space: spaces.Text, text: str) -> str:
     if not space.min_length <= len(text) <= space.max_length:
-        raise ActionError(
+        raise MessageError(
             f"the text has {len(text)} characters; it must have {space.min_length} to "
             f"{space.max_length}"
         )
     strangers = sorted({char for char in text if char not in space.character_set})
     if strangers:
-        raise ActionError(f"characters not allowed: {_excerpt(''.join(strangers[:20]))}")
+        raise MessageError(f"characters not allowed: {_excerpt(''.join(strangers[:20]))}")
     return text
 
 
@@ -239,13 +239,13 @@ def actable(space: Any) -> bool:
 
 
 def parse_action(space: Any, reply: str) -> Any:
-    """The action a reply stands for; raises ActionError (shown to the agent) if there is none."""
+    """The action a reply stands for; raises MessageError (shown to the agent) if there is none."""
     codec = codec_for(space)
     if codec.parse is None:
         raise TypeError(f"cannot read actions of {space}")
     text = action_span(reply)
     if not text.strip() and not isinstance(space, spaces.Text):
-        raise ActionError("the reply was empty")
+        raise MessageError("the reply was empty")
     return codec.parse(space, text if isinstance(space, spaces.Text) else text.strip())
 
 

@@ -103,7 +103,7 @@ class GymTextEnv(TextEnv):
     def act(self, action: str) -> Transition:
         try:
             inner_action = codecs.parse_action(self.inner.action_space, action)
-        except codecs.ActionError as error:
+        except codecs.MessageError as error:
             return Transition.invalid(
                 f"Invalid action: {error}. The environment did not advance. {self.how_to_act}\n\n"
                 + self._observation_text(),

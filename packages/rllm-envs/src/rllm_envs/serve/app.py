@@ -23,7 +23,7 @@ from typing import Any
 from aiohttp import WSMsgType, web
 
 from rllm_envs.serve.protocol import (
-    ActionError,
+    MessageError,
     action_from_body,
     reset_arguments,
     schema,
@@ -75,7 +75,7 @@ async def answer(session: Session, message: Any) -> dict[str, Any] | None:
         return error_body(
             f"unknown message type {kind!r} (reset, step, state, close)", "UNKNOWN_TYPE"
         )
-    except (ActionError, NoEpisodeError) as error:
+    except (MessageError, NoEpisodeError) as error:
         return error_body(str(error), "VALIDATION_ERROR")
     except Exception as error:  # noqa: BLE001 - the env's own failure, told to the client
         log.exception("the env failed on a %s", kind)
@@ -134,7 +134,7 @@ async def one_shot(request: web.Request, play) -> web.Response:
         raise web.HTTPServiceUnavailable(text=str(error)) from None
     try:
         return web.json_response(turn_body(await play(session)))
-    except (ActionError, NoEpisodeError) as error:
+    except (MessageError, NoEpisodeError) as error:
         raise web.HTTPUnprocessableEntity(text=str(error)) from None
     finally:
         await sessions.close(session)
@@ -144,7 +144,7 @@ async def http_reset(request: web.Request) -> web.Response:
     body = await read_json(request)
     try:
         seed, options = reset_arguments(body)
-    except ActionError as error:
+    except MessageError as error:
         raise web.HTTPUnprocessableEntity(text=str(error)) from None
     return await one_shot(request, lambda session: session.reset(seed, options, None))
 
@@ -153,7 +153,7 @@ async def http_step(request: web.Request) -> web.Response:
     body = await read_json(request)
     try:
         action = action_from_body(body.get("action") if isinstance(body, Mapping) else None)
-    except ActionError as error:
+    except MessageError as error:
         raise web.HTTPUnprocessableEntity(text=str(error)) from None
 
     async def play(session: Session):

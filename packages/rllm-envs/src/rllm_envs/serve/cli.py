@@ -13,7 +13,10 @@ closed (containers and browsers included).
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import inspect
 import logging
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +33,7 @@ class ServedEnv:
 
     env_id: str
     kwargs: dict[str, Any]
+    description: str = ""  # what /metadata says of it
 
     def __call__(self) -> Any:
         import gymnasium as gym
@@ -73,13 +77,21 @@ def served_env(env_id: str, kwargs: dict[str, Any], say: Callable[[str], None]) 
         raise UsageError(f"cannot make {plain_id} with {kwargs}: {error}") from error
     try:
         if isinstance(env.action_space, gym.spaces.Text):
-            return served
+            return dataclasses.replace(served, description=description_of(env))
     finally:
         env.close()
     say(
         f"{plain_id} takes {type(env.action_space).__name__} actions: served in text by {GYMTEXT_ID}"
     )
     return served_env(GYMTEXT_ID, {"env_id": plain_id, **kwargs}, say)
+
+
+def description_of(env: Any) -> str:
+    """The first line of the env's own docs: its package's contract card, else its class's."""
+    env_class = type(env.unwrapped)
+    package = sys.modules.get(env_class.__module__.rpartition(".")[0])
+    doc = (package and inspect.getdoc(package)) or inspect.getdoc(env_class) or ""
+    return doc.strip().splitlines()[0] if doc.strip() else ""
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -99,7 +111,11 @@ def run_serve(args: argparse.Namespace) -> int:
         raise UsageError("--max-sessions must be at least 1")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     make_env = served_env(args.env, kwargs, print)
-    settings = ServeSettings(env_id=make_env.env_id, idle_timeout_s=args.idle_timeout)
+    settings = ServeSettings(
+        env_id=make_env.env_id,
+        description=make_env.description,
+        idle_timeout_s=args.idle_timeout,
+    )
     app = build_app(Sessions(make_env, args.max_sessions), settings)
     web.run_app(
         app,

@@ -17,8 +17,8 @@ from typing import Any
 ACTION_FIELD = "text"
 
 
-class ActionError(ValueError):
-    """A step body that is not an action of this protocol (answered 422, or a WS error)."""
+class MessageError(ValueError):
+    """A reset or step body this protocol cannot use (answered 422, or a WS error)."""
 
 
 @dataclass(frozen=True)
@@ -68,13 +68,13 @@ def turn_from_body(body: Mapping[str, Any]) -> Turn:
 
 
 def action_from_body(data: Any) -> str:
-    """The action text of a step's data (``{"text": "..."}``), or an ActionError saying what
+    """The action text of a step's data (``{"text": "..."}``), or an MessageError saying what
     a well-formed one looks like."""
     if not isinstance(data, Mapping):
-        raise ActionError(f'an action is a JSON object {{"{ACTION_FIELD}": "..."}}, not {data!r}')
+        raise MessageError(f'an action is a JSON object {{"{ACTION_FIELD}": "..."}}, not {data!r}')
     text = data.get(ACTION_FIELD)
     if not isinstance(text, str):
-        raise ActionError(f'an action needs "{ACTION_FIELD}" as a string; got keys {sorted(data)}')
+        raise MessageError(f'an action needs "{ACTION_FIELD}" as a string; got keys {sorted(data)}')
     return text
 
 
@@ -84,13 +84,13 @@ def reset_arguments(data: Any) -> tuple[int | None, dict[str, Any]]:
     if data is None:
         return None, {}
     if not isinstance(data, Mapping):
-        raise ActionError(f"reset data is a JSON object, not {data!r}")
+        raise MessageError(f"reset data is a JSON object, not {data!r}")
     seed = data.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise ActionError(f"seed must be an integer, not {seed!r}")
+        raise MessageError(f"seed must be an integer, not {seed!r}")
     options = data.get("options") or {}
     if not isinstance(options, Mapping):
-        raise ActionError(f"options must be a JSON object, not {options!r}")
+        raise MessageError(f"options must be a JSON object, not {options!r}")
     return seed, dict(options)
 
 
