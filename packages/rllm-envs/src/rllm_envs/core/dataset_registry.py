@@ -5,7 +5,7 @@ Two sources, one lookup:
 
 * the sets rllm-envs ships (:mod:`rllm_envs.core.shipped_datasets`: ``gsm8k``, ``math``,
   ``humaneval``, ``mbpp``, ``frozenlake``, ``mcp_retrieval``, ``swe``, ``solver_judge``,
-  ``arithmetic``), known with no set-up step;
+  ``arithmetic``, ``harbor``), known with no set-up step;
 * sets a user registers, saved under ``$RLLM_DATASETS_DIR`` (default
   ``~/.cache/rllm/datasets``), one folder per name and one JSONL file per split. They persist
   across processes (register once, train from any script or ``rllm-train data.train=name:split``,
@@ -39,6 +39,17 @@ def _split_path(name: str, split: str) -> Path:
     return datasets_dir() / name / f"{split}.jsonl"
 
 
+def _is_folder(data: Any) -> bool:
+    return isinstance(data, (str, Path)) and Path(data).expanduser().is_dir()
+
+
+def _harbor_rows(folder: str | Path) -> list[Row]:
+    # Harbor task folders (rllm/Harbor-v0): one row per task, naming its folder.
+    from rllm_envs.harbor.task_folder import task_rows
+
+    return list(task_rows(folder))
+
+
 def _is_file_name(data: Any) -> bool:
     return isinstance(data, (str, Path))
 
@@ -53,6 +64,7 @@ def _is_hf_dataset(data: Any) -> bool:
 
 # What `register_dataset` accepts, tried in order: how to read rows out of each kind.
 ROW_READERS: tuple[tuple[Callable[[Any], bool], Callable[[Any], Iterable[Mapping]]], ...] = (
+    (_is_folder, _harbor_rows),
     (_is_file_name, read_task_file),
     (lambda data: isinstance(data, TaskSet), lambda data: data.rows),
     (_is_data_frame, lambda frame: frame.to_dict(orient="records")),
@@ -61,7 +73,8 @@ ROW_READERS: tuple[tuple[Callable[[Any], bool], Callable[[Any], Iterable[Mapping
 
 
 def rows_of(data: Any) -> list[Row]:
-    """Rows from a list of dicts, a task file, a TaskSet, a pandas DataFrame or a HF Dataset."""
+    """Rows from a list of dicts, a task file, a folder of Harbor tasks, a TaskSet, a pandas
+    DataFrame or a HF Dataset."""
     for accepts, read in ROW_READERS:
         if accepts(data):
             return [dict(row) for row in read(data)]

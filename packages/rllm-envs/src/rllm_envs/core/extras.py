@@ -19,6 +19,7 @@ EXTRA_MODULES: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "multiagent": ("pygame",),
         "serve": ("aiohttp",),
         "remote": ("websockets",),
+        "harbor": ("docker",),
     }
 )
 

@@ -30,6 +30,7 @@ ENV_ENTRIES: tuple[EnvEntry, ...] = (
     EnvEntry("rllm/SWE-v0", "rllm_envs.swe:SWEEnv", extra="swe"),
     EnvEntry("rllm/Arithmetic-v0", "rllm_envs.arithmetic:ArithmeticEnv"),
     EnvEntry("rllm/OpenEnded-v0", "rllm_envs.openended:OpenEndedEnv"),
+    EnvEntry("rllm/Harbor-v0", "rllm_envs.harbor:HarborEnv", extra="harbor"),
 )
 
 # Envs that play an env served elsewhere: registered, but not in ENV_IDS, as they cannot be

@@ -77,6 +77,12 @@ SHIPPED_DATASETS: Mapping[str, ShippedDataset] = MappingProxyType(
             ShippedDataset(
                 "swe", "rllm/SWE-v0", _files("swe/data", train="train.jsonl", test="test.jsonl")
             ),
+            # Harbor task folders shipped with rllm/Harbor-v0 (rows name each task's folder).
+            ShippedDataset(
+                "harbor",
+                "rllm/Harbor-v0",
+                MappingProxyType({"test": "rllm_envs.harbor.task_folder:shipped_task_rows"}),
+            ),
             # The multi-agent solver-judge game plays the GSM8K rows (PettingZoo module id).
             ShippedDataset(
                 "solver_judge",

@@ -6,8 +6,10 @@
     rllm-envs doctor                 # every env: ready or not, and why
     rllm-envs doctor swe code        # exit status 1 unless both are ready
     rllm-envs serve rllm/FrozenLake-v0 --port 8000   # served with the OpenEnv protocol
+    rllm-envs harbor-check my_tasks/   # Harbor tasks: oracle scores 1.0, untouched 0.0
 
-Also ``python -m rllm_envs setup|doctor|serve`` (serve: see :mod:`rllm_envs.serve.cli`). Setup is idempotent: what is there and up to date
+Also ``python -m rllm_envs setup|doctor|serve|harbor-check`` (see :mod:`rllm_envs.serve.cli`,
+:mod:`rllm_envs.harbor.check`). Setup is idempotent: what is there and up to date
 is kept (images record their recipes), so a second run takes seconds. The Docker engine itself,
 bubblewrap and Chromium are system packages it does not install; it says so in one line when
 one is missing, naming the fix.
@@ -30,6 +32,7 @@ import sys
 import time
 
 from rllm_envs.core.usage import CommandParser, UsageError, one_line, report_usage_error
+from rllm_envs.harbor.check import add_check_command
 from rllm_envs.sandbox.image_names import rootfs_image, sandbox_image
 from rllm_envs.serve.cli import add_serve_command
 from rllm_envs.setup.base import SetupError, SetupOptions, SetupRun, StageFailed
@@ -56,7 +59,9 @@ def build_parser() -> CommandParser:
     parser = CommandParser(
         prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="setup|doctor|serve")
+    commands = parser.add_subparsers(
+        dest="command", required=True, metavar="setup|doctor|serve|harbor-check"
+    )
     setup = commands.add_parser(
         "setup",
         help="make what the envs need",
@@ -102,6 +107,7 @@ def build_parser() -> CommandParser:
     doctor.add_argument("envs", nargs="*", metavar="ENV", help="env names (default: every env)")
     doctor.set_defaults(run=run_doctor)
     add_serve_command(commands)
+    add_check_command(commands)
     return parser
 
 

@@ -153,6 +153,28 @@ def _swe_images(probe: Probe) -> Finding:
     )
 
 
+def _harbor_images(probe: Probe) -> Finding:
+    from rllm_envs.harbor.containers import image_tag
+    from rllm_envs.harbor.task_folder import find_tasks, load_task, shipped_tasks_dir
+
+    client = probe.docker()
+    if client is None:
+        return Finding(False, "needs the Docker engine")
+    tasks = [load_task(path) for path in find_tasks(shipped_tasks_dir())]
+    missing = [
+        task.name
+        for task in tasks
+        if image_labels(client, image_tag(task, task.environment_dir)) is None
+    ]
+    if not missing:
+        return Finding(True, f"all {len(tasks)} shipped task images present")
+    return Finding(
+        False,
+        f"{len(missing)} of {len(tasks)} shipped task images missing (e.g. {missing[0]}; "
+        f"built on first use otherwise): {setup_command('harbor')}",
+    )
+
+
 def _browser(_: Probe) -> Finding:
     try:
         from rllm_envs.web.browser import find_browser
@@ -181,6 +203,10 @@ PART_CHECKS: Mapping[str, tuple[Check, ...]] = MappingProxyType(
             Check("project images", _swe_images),
         ),
         "web": (Check("Chromium", _browser),),
+        "harbor": (
+            Check("Docker engine", _engine),
+            Check("shipped task images", _harbor_images),
+        ),
     }
 )
 ENVS: Mapping[str, EnvEntry] = MappingProxyType({env_name(entry): entry for entry in ENV_ENTRIES})

@@ -10,7 +10,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
-from rllm_envs.setup import browser, bubblewrap, engine, rootfs, sandbox_image, swe_images
+from rllm_envs.setup import (
+    browser,
+    bubblewrap,
+    engine,
+    harbor_images,
+    rootfs,
+    sandbox_image,
+    swe_images,
+)
 from rllm_envs.setup.base import Stage
 
 STAGES: tuple[Stage, ...] = (
@@ -20,6 +28,7 @@ STAGES: tuple[Stage, ...] = (
     bubblewrap.STAGE,
     swe_images.BASE_STAGE,
     swe_images.PROJECTS_STAGE,
+    harbor_images.STAGE,
     browser.STAGE,
 )
 STAGES_BY_NAME: Mapping[str, Stage] = MappingProxyType({stage.name: stage for stage in STAGES})
@@ -31,6 +40,9 @@ TARGET_STAGES: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "code": ("docker-engine", "sandbox-image", "bubblewrap"),
         "swe": ("docker-engine", "rootfs", "swe-base", "swe-projects"),
         "web": ("browser",),
+        # rllm/Harbor-v0: the shipped tasks' images, on debian:bookworm-slim (the rootfs
+        # stands for it where no registry is reachable).
+        "harbor": ("docker-engine", "rootfs", "harbor-images"),
     }
 )
 ALL_TARGETS = "all"
