@@ -114,6 +114,7 @@ install_python_env() {
     "${install[@]}" --overrides <(echo "llama-cpp-python; sys_platform == 'never'") \
         "${PROJECT_PACKAGES[@]}"
     install_vllm "${install[@]}"
+    install_harbor_tools
     if [ "$WITH_SERVICES" = 1 ]; then start_services; fi
     wait_for_llama_wheel
     "${install[@]}" --find-links "$LLAMA_WHEELS" "${PROJECT_PACKAGES[@]}"
@@ -168,6 +169,32 @@ install_vllm() {
     else
         echo "setup: no vLLM build for $(uname -m) without CUDA; --engine vllm is unavailable" >&2
     fi
+}
+
+# Harbor's own code (its task model and linter), which the interop tests run on the shipped
+# Harbor tasks. It needs Python 3.12 or newer, so it gets a venv of its own; where no such
+# Python is on the machine it is left out, and those tests say so.
+HARBOR_VERSION=0.26.0
+HARBOR_VENV=.venv/harbor
+newer_python() {
+    local candidate
+    for candidate in python3.13 python3.12 "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.1[2-9]*/bin/python3; do
+        if "$candidate" -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null; then
+            command -v "$candidate"
+            return 0
+        fi
+    done
+    return 1
+}
+
+install_harbor_tools() {
+    local python
+    if ! python="$(newer_python)"; then
+        echo "setup: no Python 3.12+ here: Harbor's own tools are left out" >&2
+        return 0
+    fi
+    .venv/bin/uv venv -q --allow-existing -p "$python" "$HARBOR_VENV"
+    .venv/bin/uv pip install -q --python "$HARBOR_VENV/bin/python" "harbor==${HARBOR_VERSION}"
 }
 
 for argument in "$@"; do

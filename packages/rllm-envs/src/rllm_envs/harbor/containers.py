@@ -46,9 +46,13 @@ class CommandResult:
     timed_out: bool
 
 
+# Part of every image's digest: a change to how images are built makes them build anew.
+BUILD_RECIPE_VERSION = "1"
+
+
 def folder_digest(folder: Path) -> str:
     """A hash of every file's path, mode and bytes under `folder` (what a build reads)."""
-    digest = hashlib.sha256()
+    digest = hashlib.sha256(BUILD_RECIPE_VERSION.encode())
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         digest.update(
             f"{path.relative_to(folder).as_posix()}\0{path.stat().st_mode & 0o111}\0".encode()

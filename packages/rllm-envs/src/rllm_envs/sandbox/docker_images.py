@@ -39,7 +39,9 @@ def build_image(
     """`docker build` of the folder `context` as `tag`, with `labels` added to its Dockerfile."""
     dockerfile = (context / "Dockerfile").read_text()
     added = "".join(f'LABEL {key}="{value}"\n' for key, value in labels.items())
-    (context / "Dockerfile").write_text(dockerfile + added)
+    # A Dockerfile may end without a newline (Harbor's scaffolds do): the labels start a line.
+    separator = "" if dockerfile.endswith("\n") or not dockerfile else "\n"
+    (context / "Dockerfile").write_text(dockerfile + separator + added)
     try:
         client.images.build(
             path=str(context),
