@@ -17,6 +17,7 @@ FAST_KWARGS: dict[str, dict[str, Any]] = {
     # Random text is never a tool call: long episodes keep the (graded, seconds-long) episode
     # ends to a handful in 2,000 fuzz actions.
     "rllm/SWE-v0": {"max_turns": 500},
+    "rllm/Harbor-v0": {"max_turns": 500},
 }
 
 ALL_IDS = tuple(ENV_IDS)

@@ -18,7 +18,7 @@ from tests.parts import require_part
 
 GOLDEN = (*ENV_IDS, *ENV_MODULES)
 # Envs whose file is recorded where their part runs (SWE needs Docker).
-RECORDED_WITH_PART = {"rllm/SWE-v0": "Docker"}
+RECORDED_WITH_PART = {"rllm/SWE-v0": "Docker", "rllm/Harbor-v0": "Docker"}
 
 
 def replay_golden(name: str):

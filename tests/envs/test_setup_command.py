@@ -60,8 +60,8 @@ def fresh_name() -> str:
 @pytest.mark.parametrize(
     ("argv", "expected"),
     [
-        (["setup"], ("required", "code|swe|web|all")),
-        (["setup", "games"], ("invalid choice: 'games'", "'code', 'swe', 'web', 'all'")),
+        (["setup"], ("required", "code|swe|web|harbor|all")),
+        (["setup", "games"], ("invalid choice: 'games'", "'code', 'swe', 'web', 'harbor', 'all'")),
         (["setup", "code", "--sandbox-image", "Bad Name"], ("--sandbox-image", "'Bad Name'")),
         (["setup", "swe", "--swe-image-prefix", "UPPER/"], ("--swe-image-prefix",)),
         (["setup", "swe", "--swe-project", "numpy"], ("'numpy'", "toolz", "slugify")),
@@ -150,9 +150,10 @@ def test_each_target_runs_its_stages_once_in_order():
     assert names("swe") == ["docker-engine", "rootfs", "swe-base", "swe-projects"]
     assert names("web") == ["browser"]
     assert names("swe", "code") == names("code", "swe")
+    assert names("harbor") == ["docker-engine", "rootfs", "harbor-images"]
     assert names("all") == [
         "docker-engine", "rootfs", "sandbox-image", "bubblewrap", "swe-base", "swe-projects",
-        "browser",
+        "harbor-images", "browser",
     ]  # fmt: skip
 
 

@@ -81,6 +81,14 @@ SINGLE_AGENT: dict[str, SingleAgentScript] = {
     "rllm/Web-v0": SingleAgentScript(
         {"max_turns": 3}, lambda task: ['scroll("down")', "click(e1)", 'answer("done")']
     ),
+    # A look around, then an untouched submit: the task's tests give 0.
+    "rllm/Harbor-v0": SingleAgentScript(
+        {"max_turns": 2},
+        lambda task: [
+            '<tool_call>{"name": "bash", "arguments": {"command": "ls -R"}}</tool_call>',
+            '<tool_call>{"name": "submit", "arguments": {}}</tool_call>',
+        ],
+    ),
     "rllm/SWE-v0": SingleAgentScript(
         {"max_turns": 2},
         lambda task: [
