@@ -4,6 +4,12 @@ input gets clear errors; no container outlives its env."""
 
 from __future__ import annotations
 
+import json
+import os
+import socket
+import subprocess
+import sys
+
 import gymnasium as gym
 import pytest
 from rllm_envs.harbor.check import SUBMIT_UNTOUCHED, check_folder
@@ -44,6 +50,27 @@ def harbor_containers(client) -> list:
     """This process's Harbor containers (other test workers run their own meanwhile)."""
     labels = [HARBOR_LABEL, f"{OWNER_LABEL}={owner_tag()}"]
     return client.containers.list(all=True, filters={"label": labels}, ignore_removed=True)
+
+
+def orphaned_containers(client) -> list:
+    """Harbor containers of this machine whose owner process is gone (leaked)."""
+    listed = client.containers.list(all=True, filters={"label": HARBOR_LABEL}, ignore_removed=True)
+    return [
+        container
+        for container in listed
+        if (owner := container.labels.get(OWNER_LABEL, "")).startswith(socket.gethostname() + ":")
+        and not pid_alive(int(owner.rpartition(":")[2]))
+    ]
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
 
 
 def test_about_ten_tasks_ship_in_both_verifier_modes():
@@ -164,3 +191,25 @@ def test_the_dataset_registry_knows_harbor_folders(client, tmp_path, monkeypatch
         assert len(env.unwrapped.tasks) == len(SHIPPED)
     finally:
         env.close()
+
+
+@pytest.mark.slow
+def test_rllm_eval_plays_harbor_tasks_with_the_embedded_model(client, tmp_path):
+    from rllm_agents.types import Episode
+
+    output = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "rllm_agents.cli.eval", "--env", "rllm/Harbor-v0",
+         "--env-kwargs", '{"max_turns": 2}', "--model", "smollm2", "--num-tasks", "2",
+         "--max-turns", "2", "--max-tokens", "64", "--output", str(output), "--no-progress"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((output / "summary.json").read_text())
+    assert summary["episodes"] == 2 and summary["errors"] == 0 and summary["infra_failures"] == 0
+    for line in (output / "episodes.jsonl").read_text().splitlines():
+        last = Episode.from_json(line).trajectories[0].steps[-1]
+        # The episode ended in the env, whose tests graded what the model left.
+        assert last.info["ended_by"] in ("turn_limit", "submit") and "rewards" in last.info
+        assert last.reward == last.info["rewards"]["reward"]
+    assert not orphaned_containers(client)  # the command removed its containers on exit
