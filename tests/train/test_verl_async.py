@@ -4,7 +4,9 @@ The config tests check what each mode composes and refuses, with no Ray. The slo
 ``rllm-train --backend verl`` fully async for two real steps on the multi-turn lake env (the
 rollout on a logical GPU of its own, every update carried to it by rllm's object-store
 checkpoint engine), and move weights through that engine directly. The one-step-off run is the
-agent program's (test_verl_program.py): one verl run shows both.
+agent program's (test_verl_program.py): one verl run shows both. The lake of the fully async
+run is served by ``rllm-envs serve`` and played as ``rllm/Remote-v0``: verl's agent loops play
+a remote env as they play a local one (no verl run of its own for that: each costs minutes).
 
 What the runs show beyond "it trained": verl's PPO KL between the policy being trained and the
 rollout's own log-probs. One step off, step 1 trains on the initial policy's episodes (KL zero
@@ -29,6 +31,8 @@ from rllm_train.verl.metrics_bridge import record_step
 from rllm_train.verl.spec import VerlConfigError, VerlRunSpec
 from rllm_train.verl.weight_mailbox import WeightsMailbox
 
+from tests.envs.test_remote import serve, stop
+from tests.train.reply_length import LAKE_ENV_ID, LAKE_MODULE_ENV_ID
 from tests.train.test_verl_training import rllm_train, trained_rows
 
 FROZENLAKE = "rllm/FrozenLake-v0"
@@ -153,6 +157,14 @@ def ray_cluster(verl_ray_head) -> str:
     return verl_ray_head.address()
 
 
+@pytest.fixture(scope="module")
+def served_lake():
+    """The runs' lake (rewarded by reply length) served by ``rllm-envs serve``: its URL."""
+    process, url = serve(LAKE_MODULE_ENV_ID)
+    yield url
+    stop(process)
+
+
 def assert_two_real_steps(output: Path) -> list[dict]:
     rows = trained_rows(output)
     assert [row["step"] for row in rows] == [1, 2]
@@ -201,9 +213,17 @@ def test_object_store_engine_carries_every_tensor_to_every_reader(ray_cluster):
 
 
 @pytest.mark.slow
-def test_fully_async_trains_on_weights_the_transfer_delivered(tmp_path, ray_cluster):
-    rllm_train(tmp_path, *RUN_STEPS, "verl.mode=fully_async", ray_address=ray_cluster)
+def test_fully_async_trains_on_weights_the_transfer_delivered(tmp_path, ray_cluster, served_lake):
+    # The lake played remotely: each agent loop makes rllm/Remote-v0 from the row's id and
+    # kwargs (the server checked to serve the lake), in verl's agent-loop worker processes.
+    # This --env comes after RUN_FLAGS' local lake, and the last one counts.
+    remote_lake = ("--env", "rllm/Remote-v0", f"env.kwargs.url={served_lake}",
+                   f"env.kwargs.env={LAKE_ENV_ID}")  # fmt: skip
+    rllm_train(tmp_path, *RUN_STEPS, "verl.mode=fully_async", *remote_lake, ray_address=ray_cluster)
     rows = assert_two_real_steps(tmp_path)
+    # Every episode reached the server and was rewarded there: a failed one scores 0 (and
+    # fully async has no failure rule to stop the run).
+    assert all(row["reward_min"] > 0 for row in rows), rows
     assert [row["fully_async/count/current_param_version"] for row in rows] == [0, 1]
     second = rows[-1]
     assert second["fully_async/count/stale_trajectory_processed"] == 0  # made by version 1
