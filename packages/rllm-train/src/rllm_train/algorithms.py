@@ -100,6 +100,31 @@ def compute_advantages(
     )
 
 
+def shared_trajectory_advantages(
+    settings: AlgorithmSettings,
+    rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    group_ids: np.ndarray,
+    trajectories: np.ndarray | None,
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(advantages, returns) when some trajectory spans several sequences (a compacted
+    episode): the outcome estimator runs once per trajectory - so a trajectory counts once in
+    its group's baseline, however many sequences it took - and every sequence of it gets its
+    trajectory's advantage. None when each row is its own trajectory, or for estimators that
+    learn values (GAE then runs on each sequence, its reward on the sequence's last token)."""
+    if trajectories is None or len(np.unique(trajectories)) == len(trajectories):
+        return None
+    if algorithm(settings.name).learns_values:
+        return None
+    _, first_rows, row_trajectory = np.unique(trajectories, return_index=True, return_inverse=True)
+    one_token = torch.ones((len(first_rows), 1), dtype=torch.float32)
+    per_trajectory, _ = compute_advantages(
+        settings, rewards[first_rows], one_token, np.asarray(group_ids)[first_rows]
+    )
+    per_row = per_trajectory[:, 0][torch.as_tensor(row_trajectory)]
+    return given_advantages(per_row, response_mask)
+
+
 def given_advantages(
     advantages: torch.Tensor, response_mask: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:

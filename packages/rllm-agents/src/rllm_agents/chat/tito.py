@@ -142,20 +142,36 @@ class TokenConversation:
         """The token prompt for the next model turn, given the agent's full message list."""
         if self._awaiting_completion:
             raise RuntimeError("prompt_ids called twice without add_completion in between")
-        if not self.segments or not self._continues(messages):
+        added = self._continuation(messages)
+        if added is None:
             self.segments.append(Segment(render_prompt_ids(self.tokenizer, messages, self.tools)))
         else:
-            # messages = seen history + the assistant turn just generated + new messages.
-            new_messages = messages[len(self._seen) + 1 :]
-            text = text_after_assistant_turn(self.tokenizer, new_messages, self.tools)
-            completion_text = self.tokenizer.decode(
-                self._last_completion, skip_special_tokens=False, clean_up_tokenization_spaces=False
-            )
-            text = text[emitted_glue_length(self.tokenizer, completion_text, text) :]
-            self.segments[-1].extend(encode(self.tokenizer, text), mask=0)
+            self.segments[-1].extend(added, mask=0)
         self._seen = [dict(message) for message in messages]
         self._awaiting_completion = True
         return self.segments[-1].ids
+
+    def prompt_length(self, messages: list[dict[str, Any]]) -> int:
+        """How many tokens :meth:`prompt_ids` would return for `messages`, changing nothing
+        (a context budget is checked before the prompt is committed)."""
+        added = None if self._awaiting_completion else self._continuation(messages)
+        if added is None:
+            return len(render_prompt_ids(self.tokenizer, messages, self.tools))
+        return len(self.segments[-1].ids) + len(added)
+
+    def _continuation(self, messages: list[dict[str, Any]]) -> list[int] | None:
+        """The ids `messages` add to the current segment, or None when they do not continue it
+        (a new segment is rendered whole)."""
+        if not self.segments or not self._continues(messages):
+            return None
+        # messages = seen history + the assistant turn just generated + new messages.
+        new_messages = messages[len(self._seen) + 1 :]
+        text = text_after_assistant_turn(self.tokenizer, new_messages, self.tools)
+        completion_text = self.tokenizer.decode(
+            self._last_completion, skip_special_tokens=False, clean_up_tokenization_spaces=False
+        )
+        text = text[emitted_glue_length(self.tokenizer, completion_text, text) :]
+        return encode(self.tokenizer, text)
 
     def add_completion(
         self, completion_ids: list[int], logprobs: list[float] | None = None

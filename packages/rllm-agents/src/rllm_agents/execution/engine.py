@@ -20,7 +20,9 @@ Token budgets, with token-level rendering (``token_level=True`` and a tokenizer)
 it (model turns and env turns together, as a trainer lays them out), and each turn's
 ``max_tokens`` is cut to what is left. Without a tokenizer only model-reported completion token
 counts are budgeted. ``max_context_tokens`` bounds each turn's whole prompt (the conversation
-so far), for a trainer whose sequences must fit in memory.
+so far), for a trainer whose sequences must fit in memory: a prompt past it ends the episode,
+or, with a compaction policy (``EpisodeLimits.compaction``), is compacted and the episode
+goes on in a new token sequence (:mod:`rllm_agents.execution.compaction`).
 
 Scheduling (``dispatch``): ``"async"`` sends each model request as soon as its agent asks;
 ``"lockstep"`` plays turns in rounds, all running episodes' requests together, which makes the
@@ -50,6 +52,7 @@ from rllm_agents.chat import TokenConversation, encode, template_rewrites_histor
 from rllm_agents.engines.base import ContextOverflow, ModelOutput, SamplingParams
 from rllm_agents.engines.slots import QUEUE_CLOCK, QueueClock
 from rllm_agents.engines.weight_sync import record_policy_version
+from rllm_agents.execution.context_budget import BudgetContext, fit_context
 from rllm_agents.execution.dispatch import Dispatch, request_seed, wait_for_own_time
 from rllm_agents.execution.env_slot import EnvSlot
 from rllm_agents.execution.env_spec import EnvIdentity, env_identity
@@ -327,10 +330,19 @@ class AgentExecutionEngine:
     async def _generate(
         self, dispatch: Dispatch, run: EpisodeRun, turn: int
     ) -> tuple[ModelOutput, float, list[int]]:
-        messages = run.agent.chat_completions
+        messages = run.context.messages(run.agent.chat_completions)
         sampling, limits = self.sampling, self.limits
         prompt_ids: list[int] = []
         if run.conversation is not None:
+            if limits.compaction.enabled and limits.max_context_tokens is not None:
+                fit = BudgetContext(
+                    limits.max_context_tokens,
+                    limits.compaction,
+                    sampling,
+                    self.tokenizer,
+                    self.scheduling.sampling_seed,
+                )
+                messages = await fit_context(dispatch, run, turn, messages, fit)
             prompt_ids = list(run.conversation.prompt_ids(messages))
             first_prompt = run.conversation.segments[0].prompt_ids
             if _over(first_prompt, limits.max_prompt_tokens) or _over(

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rllm_agents.execution.compaction import CompactionSettings
 from rllm_agents.execution.dispatch import check_dispatch
 from rllm_agents.execution.env_slot import check_call_policy
 
@@ -35,6 +36,9 @@ class EpisodeLimits:
     max_response_tokens: int | None = None  # everything after it, model and env turns alike
     max_context_tokens: int | None = None  # any turn's whole prompt (the conversation so far)
     trajectory_timeout: float | None = None  # seconds, not counting time queued for the engine
+    # What happens when a prompt would pass max_context_tokens: by default the episode ends;
+    # a policy compacts the context instead (rllm_agents.execution.compaction).
+    compaction: CompactionSettings = field(default_factory=CompactionSettings)
 
     def __post_init__(self) -> None:
         if self.max_turns < 1:

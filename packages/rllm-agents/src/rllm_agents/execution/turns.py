@@ -19,7 +19,15 @@ from rllm_agents.chat import TokenConversation, parse_tool_calls, tool_calls_to_
 from rllm_agents.chat.tool_calls import parse_openai_tool_calls
 from rllm_agents.engines.base import ModelOutput
 from rllm_agents.engines.weight_sync import record_policy_version
-from rllm_agents.types import EnvRecord, Episode, Step, TerminationReason, Trajectory
+from rllm_agents.execution.compaction import CompactionRecord, ContextView
+from rllm_agents.types import (
+    EnvRecord,
+    Episode,
+    Step,
+    TerminationReason,
+    TokenSequence,
+    Trajectory,
+)
 
 
 class EpisodeEnded(Exception):
@@ -50,6 +58,9 @@ class EpisodeRun:
     env_reward: float = 0.0  # the env's rewards summed, for agents that do not record them
     env_record: EnvRecord | None = None
     started_at: float = dataclasses.field(default_factory=time.time)
+    # What the model sees of the agent's history (compaction replaces its start).
+    context: ContextView = dataclasses.field(default_factory=ContextView)
+    compactions: list[CompactionRecord] = dataclasses.field(default_factory=list)
 
 
 def build_episode(
@@ -61,6 +72,8 @@ def build_episode(
     if not trajectory.reward and run.env_reward:  # an agent that keeps no rewards (rLLM's)
         trajectory.reward = run.env_reward
     record_tokens(trajectory, run.conversation)
+    if run.compactions:
+        trajectory.info["compactions"] = [record.to_dict() for record in run.compactions]
     steps = trajectory.steps
     task_key = task_key_of(run)
     return Episode(
@@ -78,6 +91,7 @@ def build_episode(
             "env_time": sum(step.env_time for step in steps),
             "prompt_tokens": float(run.prompt_tokens),
             "completion_tokens": float(run.completion_tokens),
+            "compactions": float(len(run.compactions)),
         },
         info={"task_key": task_key, "seed": run.seed},
         env=run.env_record,
@@ -109,18 +123,29 @@ def record_outcome(step: Step, reward: float, done: bool, info: dict[str, Any]) 
 
 def record_tokens(trajectory: Trajectory, conversation: TokenConversation | None) -> None:
     """Put a token-in/token-out conversation on its trajectory: the whole token list when the
-    conversation is prefix-consistent (one sequence holds every prompt the model saw), and
-    in any case how many segments it took."""
+    conversation is prefix-consistent (one sequence holds every prompt the model saw), else
+    each of its sequences (``trajectory.sequences``), and in any case how many it took."""
     if conversation is None or not conversation.segments:
         return
     trajectory.info["prefix_consistent"] = conversation.prefix_consistent
     trajectory.info["token_segments"] = len(conversation.segments)
+    sequences = [
+        TokenSequence(
+            list(segment.prompt_ids),
+            list(segment.response_ids),
+            list(segment.response_mask),
+            list(segment.response_logprobs),
+        )
+        for segment in conversation.segments
+    ]
     if conversation.prefix_consistent:
-        segment = conversation.segments[0]
-        trajectory.prompt_ids = list(segment.prompt_ids)
-        trajectory.response_ids = list(segment.response_ids)
-        trajectory.response_mask = list(segment.response_mask)
-        trajectory.response_logprobs = list(segment.response_logprobs)
+        (only,) = sequences
+        trajectory.prompt_ids = only.prompt_ids
+        trajectory.response_ids = only.response_ids
+        trajectory.response_mask = only.response_mask
+        trajectory.response_logprobs = only.response_logprobs
+    else:
+        trajectory.sequences = sequences
 
 
 def task_key_of(run: EpisodeRun) -> str:

@@ -10,6 +10,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from rllm_train.config.compaction import CompactionConfig
 from rllm_train.config.curriculum import CurriculumConfig
 from rllm_train.config.reward import RewardConfig
 from rllm_train.config.rollout_correction import RolloutCorrectionConfig
@@ -116,7 +117,10 @@ class RolloutConfig:
     n: int = 4  # rollouts per task (the group GRPO/RLOO compare within)
     max_turns: int = 1
     max_response_tokens: int = 12  # per turn
-    max_prompt_tokens: int = 1024  # the whole conversation; longer episodes stop
+    max_prompt_tokens: int = 1024  # the whole conversation; longer episodes stop (or compact)
+    # What a conversation past max_prompt_tokens does: end (policy=none), or compact its context
+    # and go on (config/compaction.py, docs/training/compaction.md).
+    compaction: CompactionConfig = field(default_factory=CompactionConfig)
     temperature: float = 1.0
     top_p: float = 1.0
     val_temperature: float = 0.0  # 0 = greedy

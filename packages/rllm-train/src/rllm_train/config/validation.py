@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from rllm_train.config.compaction import compaction_problems
 from rllm_train.config.curriculum import CURRICULUM_KINDS, check_curriculum
 from rllm_train.config.reward import check_judge
 from rllm_train.config.rollout_correction import check_rollout_correction
@@ -154,7 +155,7 @@ def validate(config: TrainConfig) -> None:
         )
     if problems:
         raise ConfigError("; ".join(problems))
-    problems = tree_problems(config)
+    problems = tree_problems(config) + compaction_problems(config)
     if problems:
         raise ConfigError("; ".join(problems))
     _check_curriculum(config)

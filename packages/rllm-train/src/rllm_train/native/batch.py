@@ -10,9 +10,11 @@ Two ways to turn a trajectory into sequences:
 
 * ``trajectory``: the whole multi-turn conversation is one sequence (first prompt, then every
   model turn and every env/template token between turns); only model tokens are trained on.
-  A conversation that is not prefix-consistent (the agent rewrote its history, so no single
-  token list holds every prompt the model saw) has no such sequence and is trained turn by
-  turn instead, as below.
+  A conversation that is not prefix-consistent (its context was compacted, or its history
+  rewritten, so no single token list holds every prompt the model saw) is trained as the
+  sequences it recorded (``Trajectory.sequences``): each prompt exactly as the model saw it,
+  every generated token in exactly one of them. Without those (an episode recorded before
+  they existed), turn by turn, as below.
 * ``step``: each agent turn is its own sequence (that turn's full prompt + its completion),
   all carrying the trajectory's reward.
 """
@@ -26,10 +28,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from rllm_agents.types import Episode, Trajectory
+from rllm_agents.types import Episode, TokenSequence, Trajectory
 
 from rllm_train.native.behaviour_logprobs import (
     TokenLogprobs,
+    sequence_logprobs,
     step_logprobs,
     step_version,
     trajectory_logprobs,
@@ -48,6 +51,9 @@ class TrainSequence:
     # behaviour_logprobs.py) and the policy version that sampled it (None: this step's).
     rollout_logprobs: TokenLogprobs | None = None
     policy_version: int | None = None
+    # Which trained trajectory it comes from (its index in the step): a compacted episode
+    # gives several sequences, which share their trajectory's advantage.
+    trajectory: int | None = None
 
 
 @dataclass
@@ -64,6 +70,7 @@ class TensorBatch:
     rollout_logprob_mask: torch.Tensor | None = None  # (batch, length) float
     policy_versions: torch.Tensor | None = None  # (batch,) long
     rollout_is_weights: torch.Tensor | None = None  # (batch, length), set by the correction
+    trajectories: np.ndarray | None = None  # (batch,) the trajectory of each row, when known
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
@@ -88,10 +95,13 @@ class TensorBatch:
                 self.policy_versions[indices] if self.policy_versions is not None else None
             ),
             rollout_is_weights=tokens(self.rollout_is_weights),
+            trajectories=self.trajectories[indices] if self.trajectories is not None else None,
         )
 
 
 def _trajectory_sequences(trajectory: Trajectory, group: str) -> list[TrainSequence]:
+    if trajectory.sequences:
+        return [_recorded_sequence(s, trajectory, group) for s in trajectory.sequences]
     if not trajectory.response_ids:  # no single token list: train each turn on its own
         return _step_sequences(trajectory, group)
     if len(trajectory.response_mask) != len(trajectory.response_ids):
@@ -108,6 +118,25 @@ def _trajectory_sequences(trajectory: Trajectory, group: str) -> list[TrainSeque
             policy_version=trajectory_version(trajectory),
         )
     ]
+
+
+def _recorded_sequence(
+    sequence: TokenSequence, trajectory: Trajectory, group: str
+) -> TrainSequence:
+    if len(sequence.response_mask) != len(sequence.response_ids):
+        raise ValueError(
+            f"trajectory {trajectory.name!r}: a sequence's response_mask and response_ids differ "
+            "in length"
+        )
+    return TrainSequence(
+        token_ids=list(sequence.prompt_ids) + list(sequence.response_ids),
+        loss_mask=[0] * len(sequence.prompt_ids) + [int(m) for m in sequence.response_mask],
+        reward=float(trajectory.reward),
+        group=group,
+        rollout_logprobs=[None] * len(sequence.prompt_ids)
+        + sequence_logprobs(sequence, trajectory.steps),
+        policy_version=trajectory_version(trajectory),
+    )
 
 
 def _step_sequences(trajectory: Trajectory, group: str) -> list[TrainSequence]:
@@ -179,7 +208,7 @@ def episodes_to_sequences(
         raise ValueError(f"{len(advantages)} advantages for {len(pairs)} trained trajectories")
     sequences = []
     for index, (trajectory, group) in enumerate(pairs):
-        built = builder(trajectory, group)
+        built = [dataclasses.replace(s, trajectory=index) for s in builder(trajectory, group)]
         if advantages is not None:
             built = [dataclasses.replace(s, advantage=advantages[index]) for s in built]
         sequences.extend(built)
@@ -221,6 +250,9 @@ def to_tensors(sequences: list[TrainSequence], pad_id: int, policy_version: int 
         [s.policy_version if s.policy_version is not None else policy_version for s in sequences],
         dtype=torch.long,
     )
+    trajectories = None
+    if all(sequence.trajectory is not None for sequence in sequences):
+        trajectories = np.array([sequence.trajectory for sequence in sequences], dtype=np.int64)
     return TensorBatch(
         input_ids,
         attention,
@@ -231,6 +263,7 @@ def to_tensors(sequences: list[TrainSequence], pad_id: int, policy_version: int 
         rollout_logprobs=rollout_logprobs,
         rollout_logprob_mask=rollout_logprob_mask,
         policy_versions=versions,
+        trajectories=trajectories,
     )
 
 

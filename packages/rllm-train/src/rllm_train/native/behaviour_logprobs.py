@@ -11,7 +11,7 @@ mass in float32) - so the values are taken from the turns (``Step.logprobs``, on
 
 from __future__ import annotations
 
-from rllm_agents.types import Step, Trajectory
+from rllm_agents.types import Step, TokenSequence, Trajectory
 
 TokenLogprobs = list[float | None]  # one per token; None: the engine reported none
 
@@ -34,21 +34,40 @@ def trajectory_logprobs(trajectory: Trajectory) -> TokenLogprobs:
     a text-only engine's reply tokenised again, a turn cut short - and every model token before
     it stays None: a log-prob is never guessed onto a token.
     """
-    mask = trajectory.response_mask
-    positions = [index for index, flag in enumerate(mask) if flag]
-    model_ids = [trajectory.response_ids[index] for index in positions]
+    return placed_logprobs(trajectory.response_ids, trajectory.response_mask, trajectory.steps)
+
+
+def sequence_logprobs(sequence: TokenSequence, steps: list[Step]) -> TokenLogprobs:
+    """:func:`trajectory_logprobs` for one of a trajectory's sequences: its turns are some of
+    the trajectory's, so the turns after its last one (later sequences') are passed over."""
+    return placed_logprobs(
+        sequence.response_ids, sequence.response_mask, steps, skip_later_turns=True
+    )
+
+
+def placed_logprobs(
+    response_ids: list[int],
+    response_mask: list[int],
+    steps: list[Step],
+    *,
+    skip_later_turns: bool = False,
+) -> TokenLogprobs:
+    positions = [index for index, flag in enumerate(response_mask) if flag]
+    model_ids = [response_ids[index] for index in positions]
     found: TokenLogprobs = [None] * len(model_ids)
     end = len(model_ids)
-    for step in reversed(trajectory.steps):
+    for step in reversed(steps):
         ids = list(step.response_ids)
         start = end - len(ids)
         if start < 0 or model_ids[start:end] != ids:
+            if skip_later_turns and end == len(model_ids):
+                continue  # not this sequence's last turn yet
             break
         found[start:end] = step_logprobs(step)
         end = start
         if end == 0:
             break
-    placed: TokenLogprobs = [None] * len(trajectory.response_ids)
+    placed: TokenLogprobs = [None] * len(response_ids)
     for index, value in zip(positions, found, strict=True):
         placed[index] = value
     return placed

@@ -63,6 +63,7 @@ class SamplerParts:
             max_prompt_tokens=rollout.max_prompt_tokens,
             top_p=rollout.top_p,
             dispatch=rollout.dispatch,
+            compaction=rollout.compaction,
         )
 
     @property

@@ -255,6 +255,11 @@ class PolicyUpdate:
         """(advantages, returns), both (batch, length)."""
         if batch.advantages is not None:  # computed per trajectory (RAE)
             return algorithms.given_advantages(batch.advantages, batch.loss_mask)
+        shared = algorithms.shared_trajectory_advantages(
+            self.settings, batch.rewards, batch.loss_mask, batch.groups, batch.trajectories
+        )
+        if shared is not None:  # compacted episodes: one advantage per trajectory
+            return shared
         return algorithms.compute_advantages(
             self.settings, batch.rewards, batch.loss_mask, batch.groups, values
         )

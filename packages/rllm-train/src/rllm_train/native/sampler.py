@@ -29,6 +29,7 @@ from rllm_agents.agents.base import BaseAgent
 from rllm_agents.engines.base import SamplingParams
 from rllm_agents.engines.local import LocalEngine
 from rllm_agents.execution import AgentExecutionEngine
+from rllm_agents.execution.compaction import CompactionSettings, policy_kind
 from rllm_agents.execution.engine import resolve_executor
 from rllm_agents.types import Episode
 
@@ -70,6 +71,8 @@ class RolloutLimits:
     max_prompt_tokens: int = 1024  # any turn's whole prompt: the conversation so far
     top_p: float = 1.0
     dispatch: str = "lockstep"  # or "async" (rllm_agents.execution.dispatch)
+    # rollout.compaction (rllm_train.config.compaction.CompactionConfig); None: none
+    compaction: Any = None
 
     def sampling(self, temperature: float) -> SamplingParams:
         """The engine settings of one rollout's model turns."""
@@ -186,6 +189,7 @@ class ExecutionSampler(ServingSampler):
         super().__init__(serving, env_factory, limits)
         self.agent_factory = agent_factory
         self.executor = resolve_executor(executor)
+        self.summary_engine, self.compaction = compaction_of(limits.compaction)
 
     def sample(
         self,
@@ -211,6 +215,7 @@ class ExecutionSampler(ServingSampler):
             dispatch=limits.dispatch,
             sampling_seed=sampling_seed,
             executor=self.executor,
+            compaction=self.compaction,
         )
         return timed_rollout(
             [self.engine],
@@ -221,7 +226,20 @@ class ExecutionSampler(ServingSampler):
 
     def close(self) -> None:
         self.executor.close()  # Ray workers: their envs, then the workers
+        if self.summary_engine is not None:
+            close_engine(self.summary_engine)
         super().close()
+
+
+def compaction_of(config: Any) -> tuple[Any, CompactionSettings]:
+    """(the engine that writes summaries, or None; the compaction settings) of
+    ``rollout.compaction`` (None: no compaction)."""
+    if config is None or not config.enabled:
+        return None, CompactionSettings()
+    engine = None
+    if policy_kind(config.policy).summary_by == "other":
+        engine = LocalEngine.from_name(config.summary_model)
+    return engine, config.settings(engine)
 
 
 def close_engine(engine: Any) -> None:

@@ -76,7 +76,10 @@ def episode_metrics(
         # Either of the two: what trainer.max_failure_rate counts (rllm_train.run.failures).
         "failed_episodes": failures.failed,
         "response_tokens_mean": _mean(generated),
-        "prefix_breaks": len(split),  # trajectories trained turn by turn (batch.py)
+        "prefix_breaks": len(split),  # trajectories of several sequences (batch.py)
+        # Context compactions (rollout.compaction), and the episodes that had one.
+        "compactions": int(sum(e.metrics.get("compactions", 0.0) for e in episodes)),
+        "compacted_episodes": sum(bool(e.metrics.get("compactions")) for e in episodes),
         "task_ids": sorted({str(e.info.get("task_key")) for e in episodes}),
     }
 

@@ -70,6 +70,15 @@ REFUSALS: tuple[Refusal, ...] = (
     ),
     Refusal(
         VERL,
+        lambda c: c.rollout.compaction.enabled,
+        lambda c: (
+            "rollout.compaction.policy: verl's agent loop makes one training sequence per "
+            "sample, and a compacted episode is several (each compaction starts one); use "
+            "--backend native, or policy=none (an episode past the budget then ends)"
+        ),
+    ),
+    Refusal(
+        VERL,
         lambda c: c.rollout.executor == "ray",
         lambda c: (
             "rollout.executor=ray: the verl backend runs its agent loops on its own Ray "
