@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from rllm_agents.episodes import episodes_text
-from rllm_agents.types import Episode, Step, TerminationReason, Trajectory
+from rllm_agents.types import Episode, Step, TerminationReason, TokenSequence, Trajectory
 from rllm_agents.viewer.cli import main, token_decoder
 from rllm_agents.viewer.runs import EpisodeQuery, RunError, episode_detail, load_run
 from rllm_agents.viewer.server import Viewer, make_server, serve_in_background
@@ -288,6 +288,76 @@ def test_the_page_in_chromium_filters_and_opens_an_episode(
             "document.getElementById('episode-title')?.innerText.includes('add-3-4')"
         )
         assert "correctness unknown" in page.inner_text("#detail .label")
+        assert errors == []
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _compacted_episode(encode) -> Episode:
+    """Two sequences: the first prompt, a move and a summary the policy wrote; then a new
+    prompt (the task and that summary) and one more move."""
+    first = encode("<|im_start|>user\nCross the lake.<|im_end|>\n<|im_start|>assistant\n")
+    move = encode("Down<|im_end|>")
+    ask = encode("\n<|im_start|>user\nSummarise.<|im_end|>\n<|im_start|>assistant\n")
+    summary = encode("Went down once.<|im_end|>")
+    second = encode("<|im_start|>user\nCross the lake.\nSummary: Went down once.<|im_end|>\n")
+    last = encode("Right<|im_end|>")
+    sequences = [
+        TokenSequence(
+            first, move + ask + summary, [1] * len(move) + [0] * len(ask) + [1] * len(summary)
+        ),
+        TokenSequence(second, last, [1] * len(last)),
+    ]
+    steps = [
+        Step(observation="Cross the lake.", model_response="Down", action="Down"),
+        Step(observation="ok", model_response="Right", action="Right", reward=1.0, done=True),
+    ]
+    record = {
+        "turn": 1, "policy": "summarize", "messages_before": 4, "messages_after": 2,
+        "tokens_before": 700, "tokens_after": 40, "summary": "Went down once.",
+        "summary_trained": True, "summary_tokens": len(summary),
+    }  # fmt: skip
+    trajectory = Trajectory(
+        steps=steps, reward=1.0, sequences=sequences,
+        info={"prefix_consistent": False, "token_segments": 2, "compactions": [record]},
+    )  # fmt: skip
+    return Episode(
+        id="lake:0", task={"task_id": "lake"}, trajectories=[trajectory],
+        termination_reason=TerminationReason.ENV_DONE, info={"task_key": "lake"},
+    )  # fmt: skip
+
+
+def test_a_compacted_episode_shows_its_sequences_and_compactions(tiny_decode, browser, tmp_path):
+    from rllm_agents.models import load_tokenizer
+
+    tokenizer = load_tokenizer("tiny")
+    episode = _compacted_episode(
+        lambda text: list(tokenizer.encode(text, add_special_tokens=False))
+    )
+    [trajectory] = episode_detail(0, episode, tiny_decode)["trajectories"]
+    boundaries = [s["text"] for s in trajectory["tokens"] if s["boundary"]]
+    assert boundaries[0] == "sequence 1 of 2" and "compacted" in boundaries[1]
+    trained = "".join(s["text"] for s in trajectory["tokens"] if s["trained"])
+    assert "Went down once." in trained and "Right" in trained and "Summarise" not in trained
+    assert trajectory["compactions"][0]["policy"] == "summarize"
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "episodes.jsonl").write_text(episodes_text([episode]))
+    server = make_server(Viewer(load_run(folder), tiny_decode))
+    serve_in_background(server)
+    try:
+        host, port = server.server_address[:2]
+        page = browser.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.goto(f"http://{host}:{port}/")
+        page.locator("#episodes tr").first.click()
+        page.wait_for_selector(".compactions")
+        listed = page.inner_text(".compactions")
+        assert "Context compactions: 1" in listed and "before turn 2 · summarize" in listed
+        assert "written by the policy: trained" in listed and "Went down once." in listed
+        assert page.locator(".tokens .boundary").count() == 2
         assert errors == []
     finally:
         server.shutdown()

@@ -240,6 +240,7 @@ class Segment:
     text: str
     trained: bool  # the tokens carry loss in training (the model generated them)
     tokens: int
+    boundary: bool = False  # not tokens: where one training sequence ends and the next begins
 
 
 @dataclass
@@ -267,7 +268,20 @@ def trajectory_tokens(
     trajectory: Trajectory, decode: Callable[[list[int]], str] | None
 ) -> TokenView:
     """The trajectory's tokens as trained: the whole conversation when it has one token list,
-    else turn by turn (prompt, then completion)."""
+    each of its sequences when it took several (a compacted context), else turn by turn
+    (prompt, then completion)."""
+    if trajectory.sequences:
+        view = TokenView(decoded=decode is not None)
+        count = len(trajectory.sequences)
+        for number, sequence in enumerate(trajectory.sequences, start=1):
+            title = f"sequence {number} of {count}" + (
+                "" if number == 1 else ": a new prompt, its context compacted or rewritten"
+            )
+            view.segments.append(Segment(title, False, 0, boundary=True))
+            ids = list(sequence.prompt_ids) + list(sequence.response_ids)
+            mask = [0] * len(sequence.prompt_ids) + [int(m) for m in sequence.response_mask]
+            view.segments.extend(token_segments(ids, mask, decode))
+        return view
     if trajectory.response_ids:
         ids = list(trajectory.prompt_ids) + list(trajectory.response_ids)
         mask = [0] * len(trajectory.prompt_ids) + [int(m) for m in trajectory.response_mask]
@@ -314,6 +328,7 @@ def episode_detail(
                 "turns": turns,
                 "tokens": [asdict(segment) for segment in view.segments],
                 "tokens_decoded": view.decoded,
+                "compactions": _jsonable(trajectory.info.get("compactions", [])),
                 "info": _jsonable(trajectory.info),
             }
         )
