@@ -94,3 +94,17 @@ def test_what_cannot_compact_is_refused_with_the_reason(changes, message):
     }
     with pytest.raises(ConfigError, match=message):
         build_config(overrides={**overrides, **changes})
+
+
+def test_a_gateway_split_session_is_one_unit_of_advantage():
+    # An agent program's session the gateway split into two sequences (info["sequence"]),
+    # and a plain episode beside it: two units, as a compacted episode and another would be.
+    split = compacted(1.0, 1)
+    second = Trajectory(
+        reward=1.0, prompt_ids=[1], response_ids=[2, 3], response_mask=[1, 1],
+        response_logprobs=[0.0, 0.0], info={"sequence": 1},
+    )  # fmt: skip
+    split.trajectories[0].info["sequence"] = 0
+    split.trajectories.append(second)
+    sequences = episodes_to_sequences([split, compacted(0.0, 1)], ["task", "task"], "trajectory")
+    assert [s.trajectory for s in sequences] == [0, 0, 2]

@@ -191,6 +191,27 @@ def trained_trajectories(
     ]
 
 
+def advantage_units(episodes: list[Episode], groups: list[str]) -> list[int]:
+    """For each trained trajectory (:func:`trained_trajectories`' order), the unit its advantage
+    is computed for: itself, except that the sequences a gateway split one program session
+    into (``info["sequence"]``) are one episode's, and share one advantage per episode and
+    group, as the sequences of a compacted conversation do."""
+    units: list[int] = []
+    seen: dict[tuple[int, str], int] = {}
+    for number, (episode, group) in enumerate(zip(episodes, groups, strict=True)):
+        if not usable(episode):
+            continue
+        for trajectory in episode.trajectories:
+            if not trainable(trajectory):
+                continue
+            if "sequence" in trajectory.info:
+                key = (number, group_key(group, trajectory))
+                units.append(seen.setdefault(key, len(units)))
+            else:
+                units.append(len(units))
+    return units
+
+
 def episodes_to_sequences(
     episodes: list[Episode],
     groups: list[str],
@@ -206,9 +227,11 @@ def episodes_to_sequences(
     pairs = trained_trajectories(episodes, groups)
     if advantages is not None and len(advantages) != len(pairs):
         raise ValueError(f"{len(advantages)} advantages for {len(pairs)} trained trajectories")
+    units = advantage_units(episodes, groups)
     sequences = []
     for index, (trajectory, group) in enumerate(pairs):
-        built = [dataclasses.replace(s, trajectory=index) for s in builder(trajectory, group)]
+        unit = units[index]
+        built = [dataclasses.replace(s, trajectory=unit) for s in builder(trajectory, group)]
         if advantages is not None:
             built = [dataclasses.replace(s, advantage=advantages[index]) for s in built]
         sequences.extend(built)
