@@ -170,3 +170,42 @@ def test_rllm_eval_reports_pass_at_k_on_swe(tmp_path):
     assert summary["episodes"] == 4 and summary["tasks"] == 2
     assert summary["pass@1"] == 1.0 and summary["pass@2"] == 1.0
     assert summary["mean_reward"] == 1.0
+
+
+class LongOutputEngine:
+    """A model stand-in that lists a long file every turn: each tool output is thousands of
+    tokens, so the conversation passes a small context budget within two turns."""
+
+    async def generate(self, messages=None, *, prompt_ids=None, sampling=None, tools=None):
+        command = {"name": "bash", "arguments": {"command": "seq 1 2000"}}
+        return ModelOutput(text=f"<tool_call>{json.dumps(command)}</tool_call>")
+
+    async def aclose(self) -> None:
+        return None
+
+
+def test_dropping_old_tool_outputs_keeps_a_long_swe_episode_in_budget(rows):
+    from rllm_agents.execution.compaction import CompactionSettings
+    from rllm_agents.models import load_tokenizer
+
+    budget = 6000
+    compaction = CompactionSettings(policy="drop_tool_outputs", keep_turns=1, keep_chars=200)
+    tokenizer = load_tokenizer("tiny")
+    (episode,) = run_episodes(
+        SWEAgent, LongOutputEngine(), rows[:1], tokenizer=tokenizer,
+        max_context_tokens=budget, compaction=compaction,
+    )  # fmt: skip
+    # Six turns of ~9,000-token outputs (each past the budget alone) played within a
+    # 6,000-token budget: what the model saw of them was cut to their start and end.
+    assert episode.termination_reason == TerminationReason.ENV_TRUNCATED, episode.error
+    trajectory = episode.trajectories[0]
+    assert len(trajectory.steps) == 6
+    assert all(len(step.prompt_ids) <= budget for step in trajectory.steps)
+    assert sum(len(str(step.observation)) for step in trajectory.steps) > 6 * budget
+    last_prompt = tokenizer.decode(trajectory.sequences[-1].prompt_ids)
+    assert "characters removed" in last_prompt and "exit code: 0" in last_prompt
+    records = trajectory.info["compactions"]
+    assert records and {r["policy"] for r in records} == {"drop_tool_outputs"}
+    # A cut made before the model saw the output continues its sequence (the model never saw
+    # the whole output); a cut of what it saw starts a new one.
+    assert 2 <= len(trajectory.sequences) <= len(records) + 1

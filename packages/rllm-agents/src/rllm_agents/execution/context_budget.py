@@ -14,6 +14,7 @@ from rllm_agents.execution.compaction import (
     CompactionSettings,
     ContextView,
     Messages,
+    drop_tool_outputs,
     keep_last_turns,
     split_turns,
     summary_context,
@@ -74,15 +75,21 @@ async def fit_context(
 
 
 def _fewer_turns(conversation: Any, messages: Messages, budget: int, keep: int) -> Messages:
-    """`messages`, or with fewer of its last turns kept (down to none) until it fits `budget`
-    (with none kept, it is what is left however long)."""
+    """`messages`, or with fewer of its last turns kept (down to one) until it fits `budget`;
+    then the last turn with its outputs cut too; at worst the task alone."""
     if conversation.prompt_length(messages) <= budget:
         return messages
     turns = len(split_turns(messages))
-    for kept in range(min(keep, turns), -1, -1):
+    for kept in range(min(keep, turns), 0, -1):
         shorter = keep_last_turns(messages, kept)
         if shorter is not None and conversation.prompt_length(shorter) <= budget:
             return shorter
+    # The latest turn alone is too long: the model still sees its own last move, and the start
+    # and end of what came back.
+    last = keep_last_turns(messages, 1) or messages
+    cut = drop_tool_outputs(last, CompactionSettings(policy="drop_tool_outputs", keep_turns=0))
+    if cut is not None and conversation.prompt_length(cut) <= budget:
+        return cut
     return keep_last_turns(messages, 0) or messages
 
 
