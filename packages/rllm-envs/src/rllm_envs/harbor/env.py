@@ -33,7 +33,7 @@ from rllm_envs.mcp.actions import ToolCall
 from rllm_envs.mcp.env import tool_response
 from rllm_envs.swe.actions import SUBMIT, parse_swe_action
 from rllm_envs.swe.docker_client import docker_client
-from rllm_envs.swe.env import CHARS_PER_TOKEN, clip_middle
+from rllm_envs.swe.env import clip_middle, shown_size
 
 # Where the file tools' program lives in a task's container (when it has a Python to run it).
 TOOLS_DIR = "/tmp/.rllm-tools"
@@ -133,7 +133,7 @@ class HarborEnv(TextEnv):
             "task_dir": str(harbor_task.path),
             "workdir": self.container.workdir,
             "verifier_mode": harbor_task.verifier_mode,
-            **self._shown(observation),
+            **shown_size(observation),
         }
 
     def _task_of(self, row: Row) -> HarborTask:
@@ -168,7 +168,7 @@ class HarborEnv(TextEnv):
             )
             if last_turn:
                 return self._finish(transition.observation, "turn_limit", transition.info)
-            transition.info.update(self._shown(transition.observation))
+            transition.info.update(shown_size(transition.observation))
             return transition
         blocks, names = [], []
         for call in parsed.calls:
@@ -184,7 +184,7 @@ class HarborEnv(TextEnv):
         info: dict[str, Any] = {"tool_calls": names}
         if last_turn:
             return self._finish(observation, "turn_limit", info)
-        info.update(self._shown(observation))
+        info.update(shown_size(observation))
         return Transition(observation, info=info)
 
     def play_oracle(self) -> tuple[str, float, bool, bool, dict[str, Any]]:
@@ -235,12 +235,6 @@ class HarborEnv(TextEnv):
             return f"{text}\n[timed out after {limit:g} s: the command was killed]", False
         return f"exit code: {result.exit_code}\n{text}".rstrip("\n"), True
 
-    def _shown(self, observation: str) -> dict[str, int]:
-        return {
-            "output_chars": len(observation),
-            "output_tokens": math.ceil(len(observation) / CHARS_PER_TOKEN),
-        }
-
     # -- the end ---------------------------------------------------------------------------
     def _finish(self, observation: str, ended_by: str, info: dict[str, Any]) -> Transition:
         """Run the task's tests on what the agent left; the reward is theirs."""
@@ -263,7 +257,7 @@ class HarborEnv(TextEnv):
         }.get(ended_by, "The turn limit was reached.")
         result = f"reward {verdict.reward:g}" + (f" ({verdict.error})" if verdict.error else "")
         observation = f"{observation}\n{ending} The tests ran: {result}.".strip()
-        info.update(self._shown(observation))
+        info.update(shown_size(observation))
         terminated = ended_by in ("submit", "oracle")
         return Transition(
             observation, reward, terminated=terminated, truncated=not terminated, info=info

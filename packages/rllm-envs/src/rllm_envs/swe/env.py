@@ -65,6 +65,15 @@ Tools (JSON schemas):
 {format_help}"""
 
 
+def shown_size(observation: str) -> dict[str, int]:
+    """How much an observation shows the model: its characters and an estimate of its tokens
+    (``info["output_chars"]``, ``info["output_tokens"]``)."""
+    return {
+        "output_chars": len(observation),
+        "output_tokens": math.ceil(len(observation) / CHARS_PER_TOKEN),
+    }
+
+
 def clip_middle(text: str, limit: int) -> str:
     """`text` whole, or its start and end around a marker saying how much was cut."""
     if len(text) <= limit:
@@ -180,7 +189,7 @@ class SWEEnv(TextEnv):
             "repo": swe_task.repo,
             "workdir": swe_task.workdir,
             "sandbox_policy": self.policy_description,
-            **self._shown(observation),
+            **shown_size(observation),
         }
 
     def _check_snapshot(self, task: SWETask) -> None:
@@ -215,7 +224,7 @@ class SWEEnv(TextEnv):
                 return (
                     yield self._finish_io(transition.observation, "turn_limit", transition.info)
                 )
-            transition.info.update(self._shown(transition.observation))
+            transition.info.update(shown_size(transition.observation))
             transition.info["sandbox_policy"] = self.policy_description
             return transition
         blocks, names = [], []
@@ -230,7 +239,7 @@ class SWEEnv(TextEnv):
         info = {"tool_calls": names, "sandbox_policy": self.policy_description}
         if last_turn:
             return (yield self._finish_io(observation, "turn_limit", info))
-        info.update(self._shown(observation))
+        info.update(shown_size(observation))
         return Transition(observation, info=info)
 
     def _run_tool(self, call: ToolCall) -> Turn[tuple[str, bool]]:
@@ -267,12 +276,6 @@ class SWEEnv(TextEnv):
             return text, False
         return f"exit code: {result.exit_code}\n{text}".rstrip("\n"), True
 
-    def _shown(self, observation: str) -> dict[str, int]:
-        return {
-            "output_chars": len(observation),
-            "output_tokens": math.ceil(len(observation) / CHARS_PER_TOKEN),
-        }
-
     # -- the end ---------------------------------------------------------------------------
     def _finish_io(self, observation: str, ended_by: str, info: dict[str, Any]) -> Io:
         # Docker SDK calls (a container removed, one started to grade): blocking, so awaited
@@ -302,7 +305,7 @@ class SWEEnv(TextEnv):
         verdict = "resolved: every hidden test passed" if grade.resolved else grade.reason
         ending = "Submitted." if ended_by == "submit" else "The turn limit was reached."
         observation = f"{observation}\n{ending} Result: {verdict}.".strip()
-        info.update(self._shown(observation))
+        info.update(shown_size(observation))
         return Transition(observation, reward, terminated=ended_by == "submit", info=info)
 
     def _grade(self, task: SWETask, patch: AgentPatch) -> Grade:
