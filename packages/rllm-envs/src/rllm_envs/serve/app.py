@@ -16,11 +16,12 @@ import asyncio
 import contextlib
 import json
 import logging
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aiohttp import WSMsgType, web
+from aiohttp import WSCloseCode, WSMsgType, web
 
 from rllm_envs.serve.protocol import (
     MessageError,
@@ -35,6 +36,8 @@ log = logging.getLogger(__name__)
 
 SESSIONS_KEY = web.AppKey("sessions", Sessions)
 SETTINGS_KEY = web.AppKey("settings", "ServeSettings")
+# The open WebSocket responses, closed first when the server shuts down.
+SOCKETS_KEY = web.AppKey("sockets", weakref.WeakSet)
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,7 @@ async def websocket_session(request: web.Request) -> web.WebSocketResponse:
     settings, sessions = request.app[SETTINGS_KEY], request.app[SESSIONS_KEY]
     socket = web.WebSocketResponse(max_msg_size=settings.max_message_bytes)
     await socket.prepare(request)
+    request.app[SOCKETS_KEY].add(socket)
     try:
         session = await sessions.open()
     except CapacityError as error:
@@ -199,12 +203,25 @@ async def reap_idle_sessions(app: web.Application):
     with contextlib.suppress(asyncio.CancelledError):
         await task
     await sessions.close_all()
+    log.info("stopped: %d envs made, %d closed", sessions.made, sessions.closed)
+
+
+async def close_sockets(app: web.Application) -> None:
+    """On shutdown (SIGTERM, ``docker stop``): close every open socket, so each session's
+    handler ends and closes its env at once. aiohttp would otherwise wait out its shutdown
+    timeout for handlers that only wait for the client's next message."""
+    sockets = list(app[SOCKETS_KEY])
+    await asyncio.gather(
+        *(s.close(code=WSCloseCode.GOING_AWAY, message=b"server shutdown") for s in sockets),
+        return_exceptions=True,
+    )
 
 
 def build_app(sessions: Sessions, settings: ServeSettings) -> web.Application:
     app = web.Application()
     app[SESSIONS_KEY] = sessions
     app[SETTINGS_KEY] = settings
+    app[SOCKETS_KEY] = weakref.WeakSet()
     app.router.add_get("/ws", websocket_session)
     app.router.add_post("/reset", http_reset)
     app.router.add_post("/step", http_step)
@@ -212,5 +229,6 @@ def build_app(sessions: Sessions, settings: ServeSettings) -> web.Application:
     app.router.add_get("/schema", http_schema)
     app.router.add_get("/metadata", http_metadata)
     app.router.add_get("/health", http_health)
+    app.on_shutdown.append(close_sockets)
     app.cleanup_ctx.append(reap_idle_sessions)
     return app

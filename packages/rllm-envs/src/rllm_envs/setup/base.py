@@ -43,6 +43,9 @@ class SetupOptions:
     sandbox_base: str = "auto"  # auto | python | rootfs
     debian_mirror: str | None = None  # None: $RLLM_DEBIAN_MIRROR or Debian's own
     swe_cache: Path | None = None  # None: $RLLM_SWE_CACHE or ~/.cache/rllm/swe
+    serve_envs: tuple[str, ...] = ()  # env ids to build serve images of (target serve)
+    serve_image_prefix: str = "rllm-serve/"  # the serve images' names start with it
+    serve_cache: Path | None = None  # None: $RLLM_SERVE_CACHE or ~/.cache/rllm/serve
     force: bool = False  # rebuild what is already there
 
 

@@ -3,6 +3,8 @@
     rllm-envs setup swe              # Docker images for rllm/SWE-v0 (rootfs, base, projects)
     rllm-envs setup code web         # the code sandbox's image and bwrap; the browser check
     rllm-envs setup all --force      # everything, rebuilt even where up to date
+    rllm-envs setup serve rllm/FrozenLake-v0 rllm/Math-v0   # an image serving each env id:
+                                     #   docker run --rm -p 8000:8000 rllm-serve/frozenlake-v0
     rllm-envs doctor                 # every env: ready or not, and why
     rllm-envs doctor swe code        # exit status 1 unless both are ready
     rllm-envs serve rllm/FrozenLake-v0 --port 8000   # served with the OpenEnv protocol
@@ -16,8 +18,11 @@ one is missing, naming the fix.
 
 Image names default to the environment variables the envs read, so setup builds what the envs
 look for: RLLM_SANDBOX_IMAGE (rllm-sandbox:1), RLLM_ROOTFS_IMAGE
-(rllm-sandbox-rootfs:bookworm), RLLM_SWE_IMAGE_PREFIX (rllm-swe/). Give an option instead and
-set the variable for the envs too (a test keeps its images apart under fresh names this way).
+(rllm-sandbox-rootfs:bookworm), RLLM_SWE_IMAGE_PREFIX (rllm-swe/); the serve images'
+RLLM_SERVE_IMAGE_PREFIX (rllm-serve/). Give an option instead and set the variable for the envs
+too (a test keeps its images apart under fresh names this way). ``serve`` takes the env ids
+after it (the words that are not targets) and refuses envs that start containers or a browser
+themselves (SWE, Code, Harbor, Web): their server runs beside Docker, ``rllm-envs serve ID``.
 
 Exit status: 0 done (setup) or every named env ready (doctor); 1 a build failed (setup) or a
 named env is not ready (doctor); 2 bad input, or a part this command cannot make itself is
@@ -39,7 +44,8 @@ from rllm_envs.setup.base import SetupError, SetupOptions, SetupRun, StageFailed
 from rllm_envs.setup.command import PROG
 from rllm_envs.setup.rootfs import default_mirror
 from rllm_envs.setup.sandbox_image import BASE_CHOICES
-from rllm_envs.setup.stages import TARGETS, stages_for
+from rllm_envs.setup.serve_images import checked_serve_id, default_prefix, run_command
+from rllm_envs.setup.stages import SERVE_TARGET, TARGETS, stages_for
 from rllm_envs.swe.builder.images import BASE_IMAGE
 from rllm_envs.swe.builder.projects import PROJECTS, image_prefix, local_image, project_named
 
@@ -53,6 +59,31 @@ _IMAGE_NAME = re.compile(
     r"[a-z0-9]+(?:[._-]+[a-z0-9]+)*(?:/[a-z0-9]+(?:[._-]+[a-z0-9]+)*)*"
     r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?$"
 )
+SETUP_WORDS = (*TARGETS, SERVE_TARGET)
+
+
+class TargetsAction(argparse.Action):
+    """Setup's positional words: targets, and after ``serve`` the env ids to serve (the words
+    that are not targets). Sets ``targets`` and ``serve_envs``."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        targets, env_ids, serving = [], [], False
+        for word in values:
+            if word in SETUP_WORDS:
+                targets.append(word)
+                serving = serving or word == SERVE_TARGET
+            elif serving:
+                env_ids.append(word)
+            else:
+                choices = ", ".join(repr(choice) for choice in SETUP_WORDS)
+                parser.error(f"argument targets: invalid choice: {word!r} (choose from {choices})")
+        if serving and not env_ids:
+            parser.error(
+                f"{SERVE_TARGET} needs the env ids after it, e.g. "
+                f"rllm-envs setup {SERVE_TARGET} rllm/FrozenLake-v0"
+            )
+        namespace.targets = list(dict.fromkeys(targets))
+        namespace.serve_envs = list(dict.fromkeys(env_ids))
 
 
 def build_parser() -> CommandParser:
@@ -68,7 +99,13 @@ def build_parser() -> CommandParser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    setup.add_argument("targets", nargs="+", choices=TARGETS, metavar="|".join(TARGETS))
+    setup.add_argument(
+        "targets",
+        nargs="+",
+        action=TargetsAction,
+        metavar="|".join(SETUP_WORDS),
+        help=f"what to make; {SERVE_TARGET} ID [ID ...]: an image serving each env id",
+    )
     setup.add_argument(
         "--sandbox-image",
         default=sandbox_image(),
@@ -101,6 +138,12 @@ def build_parser() -> CommandParser:
         default=default_mirror(),
         help="default: $RLLM_DEBIAN_MIRROR or %(default)s",
     )
+    setup.add_argument(
+        "--serve-image-prefix",
+        default=default_prefix(),
+        help="the serve images' names start with it; default: $RLLM_SERVE_IMAGE_PREFIX or "
+        "%(default)s",
+    )
     setup.add_argument("--force", action="store_true", help="rebuild even what is up to date")
     setup.set_defaults(run=run_setup)
     doctor = commands.add_parser("doctor", help="say which envs are ready here, and why not")
@@ -122,6 +165,8 @@ def checked_image_name(option: str, name: str) -> str:
 def options_from(args: argparse.Namespace) -> SetupOptions:
     """The options of a setup run, every name checked before anything slow starts."""
     checked_image_name("--swe-image-prefix", local_image(BASE_IMAGE, args.swe_image_prefix))
+    checked_image_name("--serve-image-prefix", f"{args.serve_image_prefix}env:latest")
+    serve_envs = tuple(dict.fromkeys(checked_serve_id(env_id) for env_id in args.serve_envs))
     try:
         projects = tuple(project_named(name).repo for name in args.swe_project)
     except KeyError as error:
@@ -133,6 +178,8 @@ def options_from(args: argparse.Namespace) -> SetupOptions:
         swe_projects=projects,
         sandbox_base=args.sandbox_base,
         debian_mirror=args.debian_mirror,
+        serve_envs=serve_envs,
+        serve_image_prefix=args.serve_image_prefix,
         force=args.force,
     )
 
@@ -156,6 +203,9 @@ def run_setup(args: argparse.Namespace) -> int:
     finally:
         run.close()
     console.print(f"ready: {', '.join(args.targets)} ({time.monotonic() - started:.1f} s)")
+    for env_id in options.serve_envs:
+        command = run_command(options.serve_image_prefix, env_id)
+        console.print(f"serve {env_id}: {command}", markup=False, highlight=False, soft_wrap=True)
     return 0
 
 

@@ -3,6 +3,8 @@
 ``rllm-envs setup <target> ...`` runs the union of its targets' stages, each once, in the order
 of :data:`STAGES` (an engine check before any image; the rootfs before what is built on it).
 Envs missing here need nothing beyond their pip extra (``rllm-envs doctor`` checks those).
+``serve`` (an image serving each env id named after it) is a target of its own: ``all`` leaves
+it out, as it builds nothing without ids.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from rllm_envs.setup import (
     harbor_images,
     rootfs,
     sandbox_image,
+    serve_images,
     swe_images,
 )
 from rllm_envs.setup.base import Stage
@@ -29,6 +32,7 @@ STAGES: tuple[Stage, ...] = (
     swe_images.BASE_STAGE,
     swe_images.PROJECTS_STAGE,
     harbor_images.STAGE,
+    serve_images.STAGE,
     browser.STAGE,
 )
 STAGES_BY_NAME: Mapping[str, Stage] = MappingProxyType({stage.name: stage for stage in STAGES})
@@ -47,16 +51,22 @@ TARGET_STAGES: Mapping[str, tuple[str, ...]] = MappingProxyType(
 )
 ALL_TARGETS = "all"
 TARGETS: tuple[str, ...] = (*TARGET_STAGES, ALL_TARGETS)
+# `serve ID [ID ...]`: the images of `rllm-envs serve ID` (on the rootfs where the official
+# Python image is not in the engine; the stage makes the rootfs itself when it needs it).
+SERVE_TARGET = "serve"
+SERVE_STAGES: tuple[str, ...] = ("docker-engine", "serve-images")
 
 
 def stages_for(targets: Iterable[str]) -> tuple[Stage, ...]:
-    """The stages `targets` need, each once, in run order (``all``: every target's)."""
+    """The stages `targets` need, each once, in run order (``all``: every target's but
+    ``serve``)."""
     wanted = set()
     for target in targets:
-        names = (
-            [name for stages in TARGET_STAGES.values() for name in stages]
-            if target == ALL_TARGETS
-            else TARGET_STAGES[target]
-        )
+        if target == ALL_TARGETS:
+            names = [name for stages in TARGET_STAGES.values() for name in stages]
+        elif target == SERVE_TARGET:
+            names = list(SERVE_STAGES)
+        else:
+            names = list(TARGET_STAGES[target])
         wanted.update(names)
     return tuple(stage for stage in STAGES if stage.name in wanted)
