@@ -54,7 +54,6 @@ class HarborTask:
     artifacts: tuple[Artifact, ...]
     verifier_timeout: float
     agent_timeout: float
-    build_timeout: float
     cpus: float
     memory_mb: int
     allow_internet: bool
@@ -182,7 +181,6 @@ def load_task(folder: str | Path) -> HarborTask:
         artifacts=_artifacts(config.get("artifacts", []), where),
         verifier_timeout=_seconds(verifier, "timeout_sec", DEFAULT_TIMEOUT_SECONDS, where),
         agent_timeout=_seconds(agent, "timeout_sec", DEFAULT_TIMEOUT_SECONDS, where),
-        build_timeout=_seconds(environment, "build_timeout_sec", DEFAULT_TIMEOUT_SECONDS, where),
         cpus=_seconds(environment, "cpus", DEFAULT_CPUS, where),
         memory_mb=_memory_mb(environment, where),
         allow_internet=_allows_internet(environment),
