@@ -67,6 +67,7 @@ examples:
   rllm-train --env rllm/Math-v0 --agent-cmd "python my_agent.py"      # a program as a command
   rllm-train --algorithm sft --data runs/eval --output runs/sft    # fine-tune on the best episodes
   rllm-train --init-from runs/sft --output runs/rl                 # then RL from that checkpoint
+  rllm-train --algorithm distill --teacher runs/rl --output runs/kd   # distil a trained run
 """
 
 # Command-line flag -> the config key it sets.
@@ -91,6 +92,7 @@ VERBATIM_FLAG_KEYS: dict[str, str] = {
     "agent_program": "program.function",
     "agent_cmd": "program.command",
     "init_from": "model.init_from",
+    "teacher": "distill.teacher",
 }
 
 
@@ -186,6 +188,13 @@ def build_parser() -> CommandParser:
         "the model's own; the optimizer and step count start afresh",
     )
     parser.add_argument(
+        "--teacher",
+        metavar="NAME|PATH|RUN",
+        help="on-policy distillation: a teacher that scores every token the student generates "
+        "(--algorithm distill, or added to an RL algorithm's advantages at distill.weight); a "
+        "model --model accepts or a run folder (docs/training/distill.md)",
+    )
+    parser.add_argument(
         "--no-progress", action="store_true", help="no progress bar (e.g. in CI logs)"
     )
     parser.add_argument(
@@ -235,12 +244,28 @@ def report(config: TrainConfig, every_row: list[dict]) -> None:
             f"{first['step']}) -> {last['reward_mean']:.3f} (step {last['step']}); "
             f"metrics in {output}/{METRICS_FILE}"
         )
+    show_validation(Path(output))
     if "val_reward_first" in summary:
         print(
             f"{PROG}: held-out validation reward {summary['val_reward_first']:.3f} (step "
             f"{summary['val_steps'][0]}) -> {summary['val_reward_last']:.3f} (step "
             f"{summary['val_steps'][1]})"
         )
+
+
+def show_validation(output: Path) -> None:
+    """Held-out episodes before and after training side by side, and where to see more."""
+    from rllm_train.run.reporting import VALIDATION_EPISODES_FOLDER
+    from rllm_train.run.showcase import show_before_after
+
+    if not show_before_after(output):
+        return
+    curve = output / "reward_curve.png"
+    seen = f"the reward curve is {curve}; " if curve.is_file() else ""
+    print(
+        f"{PROG}: {seen}browse every validation's episodes with: "
+        f"rllm-view {output / VALIDATION_EPISODES_FOLDER}"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from rllm_envs.core.loading import import_from_current_folder
+from rllm_envs.core.turn_limit import FALLBACK_TURNS, default_turns
 
 from rllm_agents.cli import episodes as episodes_cli
 from rllm_agents.cli import eval_multiagent
@@ -181,7 +182,11 @@ def build_parser() -> CommandParser:
         f"{DEFAULT_PARALLEL})",
     )
     parser.add_argument(
-        "--max-turns", type=positive_int, default=8, help="model turns per episode (default: 8)"
+        "--max-turns",
+        type=positive_int,
+        default=None,
+        help="model turns per episode (default: the env's own limit - FrozenLake: 2 x size^2 "
+        f"moves, RunningTotal: one per addend - else {FALLBACK_TURNS})",
     )
     parser.add_argument(
         "--temperature", type=non_negative_float, default=0.6, help="sampling (default: 0.6)"
@@ -419,6 +424,8 @@ def env_setup(args: argparse.Namespace, player: Player) -> tuple[list[dict] | No
     env = first_env(make_env_factory(args.env, kwargs), args.env, kwargs)
     try:
         rows = task_rows(env, args.num_tasks)
+        if args.max_turns is None:  # play as long as the env allows, not a guess of ours
+            args.max_turns = default_turns(env)
     finally:
         env.close()
     if player.program is not None and rows is None:

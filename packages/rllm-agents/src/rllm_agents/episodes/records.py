@@ -33,6 +33,8 @@ from rllm_agents.types import EPISODE_FORMAT_VERSION, Episode
 
 EVAL_EPISODES_FILE = "episodes.jsonl"
 TRAIN_EPISODES_FOLDER = "episodes"
+# rllm-train's greedy validation episodes, validation/step_NNNN.jsonl (step_0000: untrained).
+VALIDATION_EPISODES_FOLDER = "validation"
 TRAIN_STEP_PATTERN = "step_*.jsonl"
 
 

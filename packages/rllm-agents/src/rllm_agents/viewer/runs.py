@@ -25,6 +25,7 @@ from rllm_agents.episodes.records import (
     EVAL_EPISODES_FILE,
     TRAIN_EPISODES_FOLDER,
     TRAIN_STEP_PATTERN,
+    VALIDATION_EPISODES_FOLDER,
 )
 from rllm_agents.metrics import task_name
 from rllm_agents.types import Episode, Trajectory
@@ -83,9 +84,10 @@ def _train_config(folder: Path) -> dict[str, Any]:
 
 def run_folder_of(given: Path) -> Path:
     """The run folder of `given`: itself, or the folder above a file or a train run's
-    ``episodes`` folder (where the run's metrics and config are)."""
+    ``episodes`` or ``validation`` folder (where the run's metrics and config are)."""
     folder = given.parent if given.is_file() else given
-    if folder.name == TRAIN_EPISODES_FOLDER and any(folder.glob(TRAIN_STEP_PATTERN)):
+    episode_folders = (TRAIN_EPISODES_FOLDER, VALIDATION_EPISODES_FOLDER)
+    if folder.name in episode_folders and any(folder.glob(TRAIN_STEP_PATTERN)):
         return folder.parent
     return folder
 

@@ -5,7 +5,7 @@ Two sources, one lookup:
 
 * the sets rllm-envs ships (:mod:`rllm_envs.core.shipped_datasets`: ``gsm8k``, ``math``,
   ``humaneval``, ``mbpp``, ``frozenlake``, ``mcp_retrieval``, ``swe``, ``solver_judge``,
-  ``arithmetic``, ``harbor``), known with no set-up step;
+  ``arithmetic``, ``running_total``, ``harbor``), known with no set-up step;
 * sets a user registers, saved under ``$RLLM_DATASETS_DIR`` (default
   ``~/.cache/rllm/datasets``), one folder per name and one JSONL file per split. They persist
   across processes (register once, train from any script or ``rllm-train data.train=name:split``,

@@ -29,6 +29,7 @@ ENV_ENTRIES: tuple[EnvEntry, ...] = (
     EnvEntry("rllm/Web-v0", "rllm_envs.web:WebEnv", extra="web"),
     EnvEntry("rllm/SWE-v0", "rllm_envs.swe:SWEEnv", extra="swe"),
     EnvEntry("rllm/Arithmetic-v0", "rllm_envs.arithmetic:ArithmeticEnv"),
+    EnvEntry("rllm/RunningTotal-v0", "rllm_envs.running_total:RunningTotalEnv"),
     EnvEntry("rllm/OpenEnded-v0", "rllm_envs.openended:OpenEndedEnv"),
     EnvEntry("rllm/Harbor-v0", "rllm_envs.harbor:HarborEnv", extra="harbor"),
 )

@@ -47,6 +47,16 @@ SHIPPED_DATASETS: Mapping[str, ShippedDataset] = MappingProxyType(
                 ),
             ),
             ShippedDataset(
+                "running_total",
+                "rllm/RunningTotal-v0",
+                MappingProxyType(
+                    {
+                        "train": "rllm_envs.running_total.env:training_tasks",
+                        "test": "rllm_envs.running_total.env:held_out_tasks",
+                    }
+                ),
+            ),
+            ShippedDataset(
                 "gsm8k",
                 "rllm/Math-v0",
                 _files("math/data", train="gsm8k_train.jsonl", test="gsm8k_test.jsonl"),

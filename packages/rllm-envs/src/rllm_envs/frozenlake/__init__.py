@@ -34,7 +34,10 @@ the observation says why, ``info["action_valid"]`` is False and the turn counts.
 
 ## Episode end
 Terminated on the goal (``info["is_correct"] = True``) or a hole (``False``). Truncated after
-``max_turns`` turns (default ``2 * size**2``, ``6 * size**2`` on slippery ice).
+``max_turns`` turns (default ``2 * size**2``, ``6 * size**2`` on slippery ice). Before its
+first reset, an env made without ``max_turns`` reports the largest limit of its tasks in
+``env.unwrapped.max_turns`` (128 for the shipped splits), which is what ``rllm-eval`` and
+``rllm-train`` play by default; each reset then sets the lake's own.
 
 ## Arguments
 ``gym.make("rllm/FrozenLake-v0", tasks="shipped:train", size=None, p=None, is_slippery=None,
@@ -68,6 +71,8 @@ Snapshots pickle.
 ## Version history
 * v0: first version.
 * v0, snapshots: ``snapshot`` / ``restore`` / ``fork`` (same id: no change to the episodes).
+* v0: ``max_turns`` is the largest limit of the tasks before the first reset (it was None);
+  no change to the episodes.
 """
 
 from rllm_envs.frozenlake.env import FrozenLakeEnv

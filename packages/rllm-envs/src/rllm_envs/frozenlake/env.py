@@ -81,6 +81,13 @@ class FrozenLakeEnv(TextEnv):
         self.recent_maps: dict[LakeSpec | tuple[str, ...], tuple[str, ...]] = {}
         # Fail at make time, not at the first reset, when a pinned parameter is out of range.
         lake_spec({"seed": 0}, self.pinned)
+        if max_turns is None:  # until a reset sets the lake's own: the most any task allows
+            self.max_turns = max(map(self._task_turn_limit, task_set.rows), default=None)
+
+    def _task_turn_limit(self, task: Row) -> int:
+        size = len(task["map"]) if "map" in task else self.pinned.get("size", task.get("size"))
+        slippery = self.pinned.get("slippery", task.get("slippery", DEFAULTS["slippery"]))
+        return default_max_turns(int(size or DEFAULTS["size"]), bool(slippery))
 
     def begin(self, task: Row) -> tuple[str, dict[str, Any]]:
         if "map" in task:

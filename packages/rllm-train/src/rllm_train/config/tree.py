@@ -55,7 +55,8 @@ def tree_problems(config: TrainConfig) -> list[str]:
             f"uses; use algorithm.name={' or '.join(group_algorithms)}, "
             f"not {config.algorithm.name}"
         ),
-        rollout.max_turns < 2: (
+        # 0 (the env's own limit) is checked again once the run's setup has worked it out.
+        0 < rollout.max_turns < 2: (
             f"{key}: branching needs multi-turn episodes (rollout.max_turns of 2 or more, "
             f"got {rollout.max_turns})"
         ),
@@ -63,9 +64,9 @@ def tree_problems(config: TrainConfig) -> list[str]:
     problems = [message for refused, message in refusals.items() if refused]
     if problems:
         return problems
-    turns = tree.branch_turns
+    turns, limit = tree.branch_turns, rollout.max_turns or float("inf")
     if not turns or any(
-        isinstance(turn, bool) or not isinstance(turn, int) or not 0 <= turn < rollout.max_turns
+        isinstance(turn, bool) or not isinstance(turn, int) or not 0 <= turn < limit
         for turn in turns
     ):
         problems.append(

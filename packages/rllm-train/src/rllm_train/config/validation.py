@@ -11,6 +11,7 @@ from typing import Any
 
 from rllm_train.config.compaction import compaction_problems
 from rllm_train.config.curriculum import CURRICULUM_KINDS, check_curriculum
+from rllm_train.config.distill import distill_problems
 from rllm_train.config.reward import check_judge
 from rllm_train.config.rollout_correction import check_rollout_correction
 from rllm_train.config.sections import (
@@ -46,7 +47,6 @@ POSITIVE = (
     "rollout.tasks_per_step",
     "rollout.n",
     "rollout.val_n",
-    "rollout.max_turns",
     "rollout.max_response_tokens",
     "rollout.max_prompt_tokens",
     "rollout.max_staleness",
@@ -61,6 +61,7 @@ POSITIVE = (
     "curriculum.temperature",
 )
 NON_NEGATIVE = (
+    "rollout.max_turns",  # 0: the env's own limit (run.setup.resolve_max_turns)
     "rollout.temperature",
     "rollout.val_temperature",
     "rollout.ray_workers",
@@ -148,6 +149,7 @@ def validate(config: TrainConfig) -> None:
         config.algorithm.rollout_correction, "algorithm.rollout_correction"
     )
     problems += check_judge(config.reward.judge, "reward.judge")
+    problems += distill_problems(config)
     if config.reward.judge.on and not entry.plays_tasks:
         problems.append(
             f"reward.judge.mode: --algorithm {entry.name} trains on recorded episodes and plays "

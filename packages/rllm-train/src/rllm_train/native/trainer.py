@@ -335,6 +335,7 @@ class NativeTrainer:
             scoring=self.scoring,
             judge=self._judged,
             pass_at_k=self.multiagent is None,
+            output=self.output,
         )
 
     @property

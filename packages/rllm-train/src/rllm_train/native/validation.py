@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,7 @@ from rllm_train.native.episode_sources import rows_given
 from rllm_train.native.judging import judge_metrics
 from rllm_train.native.sampler import EpisodeSampler, Rollout
 from rllm_train.native.step_metrics import Scoring
+from rllm_train.run import reporting
 from rllm_train.run.tasks import VALIDATION_STREAM, step_sampling_seed, validation_draws
 
 
@@ -33,8 +35,10 @@ def validate(
     scoring: Scoring,
     judge: Callable[[Rollout, list[str], str], Rollout],
     pass_at_k: bool,
+    output: Path | None = None,
 ) -> dict[str, float]:
-    """The ``val/`` metrics of the weights after `version` updates."""
+    """The ``val/`` metrics of the weights after `version` updates; with `output`, the greedy
+    episodes go to its ``validation/step_NNNN.jsonl`` (NNNN = `version`)."""
     started = time.perf_counter()
     trainer, rollout = config.trainer, config.rollout
     draws = validation_draws(trainer.seed, trainer.val_tasks, data)
@@ -44,6 +48,11 @@ def validate(
     played = sampler.sample(seeds, rollout.val_temperature, sampling_seed, **rows_given(rows))
     played = judge(played, [str(seed) for seed in seeds], f"val_{version:04d}")
     episodes = played.episodes
+    if output is not None:
+        reporting.write_step_episodes(
+            output, version - 1, episodes, config.model.name, version,
+            folder_name=reporting.VALIDATION_EPISODES_FOLDER,
+        )  # fmt: skip
     rewards = scoring.rewards(episodes)
     metrics = {
         "val/reward_mean": float(np.mean(rewards)) if rewards else 0.0,

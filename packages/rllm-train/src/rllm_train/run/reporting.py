@@ -152,16 +152,23 @@ def write_summary(
 
 
 def write_step_episodes(
-    output: Path, step: int, episodes: list, model_name: str, version: int
+    output: Path,
+    step: int,
+    episodes: list,
+    model_name: str,
+    version: int,
+    folder_name: str = "",
 ) -> Path:
     """``episodes/step_NNNN.jsonl``: a step's sampled episodes (``trainer.save_episodes``),
     stamped with the weights that played them (the model after `version` updates). Atomic, so
-    a step replayed after a resume replaces its file instead of adding to it."""
+    a step replayed after a resume replaces its file instead of adding to it. `folder_name`
+    puts them elsewhere: every validation's (a few dozen short episodes, so always kept) go to
+    VALIDATION_EPISODES_FOLDER, with `step` = `version` - 1 (step_0000: before training)."""
     from rllm_agents.episodes.records import TRAIN_EPISODES_FOLDER, episodes_text
 
     for episode in episodes:
         episode.policy.update(name=model_name, version=f"step-{version}")
-    folder = output / TRAIN_EPISODES_FOLDER
+    folder = output / (folder_name or TRAIN_EPISODES_FOLDER)
     folder.mkdir(exist_ok=True)
     path = folder / f"step_{step + 1:04d}.jsonl"
     write_atomic(path, episodes_text(episodes))

@@ -76,13 +76,47 @@ def setup_run(
         raise ConfigError("; ".join(refused))
     multiagent = is_multiagent(config.env.id)
     data = RunData() if multiagent else run_data(config)
+    env = env_spec(config.env, env_class)
+    resolve_max_turns(config, env, multiagent)
     return RunSetup(
         config=config,
         backend=backend,
         algorithm=algorithm(config.algorithm.name),
-        env=env_spec(config.env, env_class),
+        env=env,
         agent=agent_spec(config.env, agent_class, agent_args),
         data=data,
         multiagent=multiagent,
         program=program_for_run(config, multiagent, data.train),
     )
+
+
+def resolve_max_turns(config: TrainConfig, env: EnvSpec, multiagent: bool) -> None:
+    """``rollout.max_turns=0`` (the default) becomes the env's own turn limit, read off one env
+    made with the run's arguments (FrozenLake: the most its lakes allow; 8 where an env states
+    none), so the config a run saves says how many turns it played. A game counts parallel
+    steps in ``multiagent.max_cycles`` instead, so its turns stay at 1."""
+    rollout = config.rollout
+    if rollout.max_turns:
+        return
+    if multiagent:
+        rollout.max_turns = 1
+        return
+    from rllm_envs.core.turn_limit import default_turns
+
+    if env.env_class() is None:
+        from rllm_train.envs import check_env
+
+        check_env(config.env.id, config.env.kwargs)  # an unknown id or keyword, named as such
+    try:
+        made = env.make()
+    except Exception as error:  # noqa: BLE001 - whatever the env refuses, the user must read
+        raise ConfigError(f"env.kwargs: cannot make {env.env_id!r}: {error}") from error
+    try:
+        rollout.max_turns = default_turns(made)
+    finally:
+        made.close()
+    from rllm_train.config.tree import tree_problems
+
+    problems = tree_problems(config)  # branch turns against the limit now known
+    if problems:
+        raise ConfigError("; ".join(problems))

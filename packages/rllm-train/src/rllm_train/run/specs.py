@@ -28,10 +28,7 @@ from rllm_train import default_task
 from rllm_train.config import ConfigError, EnvConfig, ProgramConfig
 
 # Agent arguments the trainer uses by default for an env id (the caller's agent_args win).
-DEFAULT_AGENT_ARGS: dict[str, dict[str, object]] = {
-    env_id: default_task.AGENT_ARGS
-    for env_id in (default_task.ENV_ID, default_task.DEPRECATED_ENV_ID)
-}
+DEFAULT_AGENT_ARGS: dict[str, dict[str, object]] = default_task.AGENT_ARGS_BY_ENV
 
 
 def default_agent_args(env_id: str) -> dict[str, object]:

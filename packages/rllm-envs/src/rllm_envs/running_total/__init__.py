@@ -1,0 +1,51 @@
+"""``rllm/RunningTotal-v0``: keep a running total over several turns, reading the env's feedback.
+
+The multi-turn task ``rllm-train`` trains on by default. Each turn adds one number to a total
+the agent must carry from the conversation: after every reply the env says whether it was
+right and what the total really is, so a wrong turn can be made good on the next one. The
+embedded SmolLM2-135M-Instruct gets about a third of the turns right before training: it adds
+each new number to the *start* (``"1 + 8 = 9"`` where the total was 3), not to the total the
+last message gave it. Reading that message is what it learns. Needs no extra.
+
+## Observation
+First: ``"Start with 4. Add 7. Reply with the total only."``. After each reply:
+``"Correct: the total is 11. Add 5."``, ``"Wrong: the total is 11. Add 5."`` or
+``"No number found: the total is 11. Add 5."``; the last reply's feedback has no ``Add``.
+
+## Action grammar
+Any text; the last integer in it is the total (as in ``rllm/Arithmetic-v0``: ``"4 + 7 = 11"``
+answers 11, commas are dropped). A reply without a number is an invalid action
+(``info["action_valid"] = False``); the turn is lost and the episode goes on.
+
+## Reward
+``1 / additions`` for each turn whose number is the true total after that turn's addition, so
+an episode's return is the share of right totals (0, 1/3, 2/3 or 1 by default).
+``info["turn_correct"]`` says whether this turn was right.
+
+## Episode end
+Terminates after one turn per addend (3 by default), with ``info["is_correct"]``: every total
+right. A wrong turn does not end it: the feedback gives the true total to go on from.
+
+## Arguments
+``gym.make("rllm/RunningTotal-v0", additions=3, max_start=9, max_add=9, render_mode=None)``:
+a task is a start in 1..``max_start`` and ``additions`` addends in 2..``max_add`` (4,608 tasks
+by default, ids ``total-4-7-5-8``), drawn with the reset seed.
+``reset(options={"task": {"start": 4, "addends": [7, 5, 8]}})`` plays one explicit task; a row
+without them is a ``ValueError``. The registry's ``running_total`` dataset holds 256 fixed
+``train`` tasks and 32 other ``test`` tasks of the default table, so a run validates on tasks
+it never trained on. ``metadata["rllm.inline_safe"]`` is True.
+
+## Version history
+* v0: first version. Snapshots (``rllm_envs.core.snapshots``): the total and the count of right
+  turns; snapshots pickle.
+"""
+
+from rllm_envs.running_total.env import (
+    ENV_ID,
+    RunningTotalEnv,
+    held_out_tasks,
+    running_total_tasks,
+    training_tasks,
+)
+
+__all__ = ["ENV_ID", "RunningTotalEnv", "held_out_tasks", "running_total_tasks", "training_tasks"]
