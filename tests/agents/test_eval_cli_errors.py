@@ -151,7 +151,24 @@ def test_help_gives_the_defaults_and_the_multi_agent_options(capsys):
     with pytest.raises(SystemExit):
         main(["--help"])
     shown = " ".join(capsys.readouterr().out.split())
-    for default in ("(default: 8)", "(default: 0.6)", "(default: 512)"):
+    for default in ("(default: the env's own limit", "(default: 0.6)", "(default: 512)"):
         assert default in shown, default
     for option in ("--opponent", "--num-games", "--max-cycles", "tictactoe_v0"):
         assert option in shown, option
+
+
+@pytest.mark.parametrize(
+    "env_args, turns",
+    [
+        (["--env", "rllm/RunningTotal-v0"], 3),  # one turn per addend
+        (["--env", "rllm/FrozenLake-v0", "--env-kwargs", '{"size": 3}'], 18),  # 2 x size^2
+        (["--env", "rllm/Arithmetic-v0"], 1),
+    ],
+)
+def test_without_max_turns_an_episode_plays_as_long_as_the_env_allows(tmp_path, env_args, turns):
+    """The FrozenLake stumble: 8 turns against the 98 moves the env promised the model."""
+    output = tmp_path / "run"
+    argv = [*env_args, "--model", "tiny", "--num-tasks", "1", "--max-tokens", "2"]
+    assert main([*argv, "--no-progress", "--output", str(output)]) == 0
+    summary = json.loads((output / "summary.json").read_text())
+    assert summary["config"]["max_turns"] == turns

@@ -15,6 +15,7 @@ import yaml
 from rllm_agents import TextAgent
 from rllm_envs import DatasetRegistry
 from rllm_envs.arithmetic import ArithmeticEnv, held_out_pairs, training_pairs
+from rllm_envs.running_total import held_out_tasks, training_tasks
 from rllm_train import AgentTrainer, ConfigError, TrainConfig, build_config
 from rllm_train.config import from_mapping
 from rllm_train.datasets import run_data, step_rows
@@ -26,11 +27,15 @@ CONFIG_DIR = Path(__file__).resolve().parents[2] / "packages/rllm-train/src/rllm
 
 
 def test_an_env_with_a_shipped_pair_trains_on_train_and_validates_on_test():
-    data = run_data(build_config())  # the embedded default: rllm/Arithmetic-v0
+    default = run_data(build_config())  # the embedded default: rllm/RunningTotal-v0
+    assert list(default.train) == training_tasks() and list(default.val) == held_out_tasks()
+    data = run_data(build_config(overrides={"env.id": "rllm/Arithmetic-v0"}))
     assert list(data.train) == training_pairs() and list(data.val) == held_out_pairs()
     frozen = run_data(build_config(overrides={"env.id": "rllm/FrozenLake-v0"}))
     assert frozen.val.name == "registry:frozenlake/test"
-    chosen = run_data(build_config(overrides={"env.kwargs": {"max_operand": 4}}))
+    chosen = run_data(
+        build_config(overrides={"env.id": "rllm/Arithmetic-v0", "env.kwargs": {"max_operand": 4}})
+    )
     assert chosen.train is None and chosen.val is None  # the env picks its own tasks
     named = run_data(build_config(overrides={"data.val": "gsm8k:test", "env.id": "rllm/Math-v0"}))
     assert named.val.name == "registry:gsm8k/test" and named.train.name == "registry:gsm8k/train"

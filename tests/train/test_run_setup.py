@@ -115,3 +115,25 @@ def test_the_setup_plans_the_same_tasks_every_time():
     ]
     validation = first.validation_draws()
     assert len(validation) == config.trainer.val_tasks and validation[0].row is not None
+
+
+@pytest.mark.parametrize(
+    "overrides, turns",
+    [
+        ({}, 3),  # the default task: one turn per addend
+        ({"env.id": "rllm/Arithmetic-v0"}, 1),
+        ({"env.id": "rllm/FrozenLake-v0", "env.kwargs": {"size": 3}}, 18),  # 2 x size^2
+        ({"env.id": "rllm/FrozenLake-v0", "rollout.max_turns": 4}, 4),  # the user's own stands
+        ({"env.id": "kuhn_poker_v0"}, 1),  # a game counts multiagent.max_cycles instead
+    ],
+)
+def test_the_run_plays_the_envs_own_turn_limit_unless_told_otherwise(overrides, turns):
+    config = build_config(overrides=overrides)
+    assert setup_run(config).config.rollout.max_turns == turns
+
+
+def test_tree_branch_turns_are_checked_against_the_limit_once_it_is_known():
+    tree = {"rollout.tree.enabled": True, "rollout.tree.branch_turns": [3]}
+    with pytest.raises(ConfigError, match="rollout.tree.branch_turns.*0 \\(the reset\\) to"):
+        setup_run(build_config(overrides=tree))  # RunningTotal: 3 turns, so branches at 0-2
+    assert setup_run(build_config(overrides={**tree, "rollout.tree.branch_turns": [2]}))

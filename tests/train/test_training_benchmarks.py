@@ -73,3 +73,17 @@ def test_curriculum_runs_uniform_and_plr_on_the_same_pool(tmp_path):
         assert [row["step"] for row in rows] == [1, 2]
         assert any(line.startswith(f"{kind} | ") for line in out.splitlines())
     assert (tmp_path / "curriculum.png").is_file()
+
+
+def test_main_job_compares_held_out_gain_per_minute_side_by_side(tmp_path):
+    result = run_benchmark(
+        "main_job.py", "--sides=sync-local-full,sync-local-lora", "--model=tiny", "--steps=1",
+        f"--keep={tmp_path}", *SMALL_STEP, timeout=600,
+    )  # fmt: skip
+    out = result.stdout
+    assert "| side | seed | steps | held-out before | held-out after | gain |" in out
+    for side in ("sync-local-full", "sync-local-lora"):
+        assert f"| {side} | 0 | 1 |" in out
+        # Each side's run folder holds both validations' held-out episodes.
+        assert (tmp_path / f"{side}-0" / "validation" / "step_0001.jsonl").is_file()
+    assert "gain/min against the first side" in out

@@ -65,6 +65,15 @@ SINGLE_AGENT: dict[str, SingleAgentScript] = {
     "rllm/Arithmetic-v0": SingleAgentScript(
         {}, lambda task: [f"{task['a']} + {task['b']} = {int(task['a']) + int(task['b'])}"]
     ),
+    # Right, then wrong, then no number: each turn's verdict and the true total to go on from.
+    "rllm/RunningTotal-v0": SingleAgentScript(
+        {},
+        lambda task: [
+            f"{task['start']} + {task['addends'][0]} = {task['start'] + task['addends'][0]}",
+            "0",
+            "I lost count",
+        ],
+    ),
     # No grader: the reward stays 0 whatever the reply (a judge scores it from outside).
     "rllm/OpenEnded-v0": SingleAgentScript({}, lambda task: ["A banana is yellow."]),
     "rllm/Code-v0": SingleAgentScript(

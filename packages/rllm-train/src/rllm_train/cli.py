@@ -245,6 +245,7 @@ def report(config: TrainConfig, every_row: list[dict]) -> None:
             f"metrics in {output}/{METRICS_FILE}"
         )
     show_validation(Path(output))
+    show_final_model(Path(output), config.env.id)
     if "val_reward_first" in summary:
         print(
             f"{PROG}: held-out validation reward {summary['val_reward_first']:.3f} (step "
@@ -253,9 +254,23 @@ def report(config: TrainConfig, every_row: list[dict]) -> None:
         )
 
 
+def show_final_model(output: Path, env_id: str) -> None:
+    """Where the trained weights are, how big, and how to evaluate them."""
+    from rllm_train.native.checkpoint import FINAL_MODEL_FOLDER
+
+    folder = output / FINAL_MODEL_FOLDER
+    if not folder.is_dir():
+        return
+    size = sum(path.stat().st_size for path in folder.iterdir() if path.is_file())
+    print(
+        f"{PROG}: the trained model (weights only, {size / 1e6:.0f} MB) is {folder}; "
+        f"evaluate it with: rllm-eval --env {env_id} --model {folder}"
+    )
+
+
 def show_validation(output: Path) -> None:
     """Held-out episodes before and after training side by side, and where to see more."""
-    from rllm_train.run.reporting import VALIDATION_EPISODES_FOLDER
+    from rllm_agents.episodes.records import VALIDATION_EPISODES_FOLDER
     from rllm_train.run.showcase import show_before_after
 
     if not show_before_after(output):

@@ -162,3 +162,24 @@ def load_weights(model, path: str | Path) -> int:
         )
     model.load_state_dict(payload["model"], strict=False)
     return int(payload["step"])
+
+
+# The trained policy at the end of a run, as a Hugging Face model folder: OUTPUT/model.
+FINAL_MODEL_FOLDER = "model"
+
+
+def save_final_model(model: Any, tokenizer: Any, folder: Path) -> Path:
+    """The policy's weights alone (no optimizer state, no RNG: what the checkpoints keep for
+    --resume), with its tokenizer, where ``rllm-eval --model`` and ``--model`` of a new run
+    load them. A LoRA's adapters are merged into a copy first, so the folder is a plain model.
+    Written under a temporary name and renamed, like the checkpoints."""
+    import copy
+
+    plain = copy.deepcopy(model).merge_and_unload() if hasattr(model, "merge_and_unload") else model
+    staging = folder.with_name(owned_temp_name(folder.name))
+    shutil.rmtree(staging, ignore_errors=True)
+    plain.save_pretrained(staging, safe_serialization=True)
+    tokenizer.save_pretrained(staging)
+    shutil.rmtree(folder, ignore_errors=True)
+    os.replace(staging, folder)
+    return folder

@@ -451,6 +451,9 @@ class NativeTrainer:
                 self._run_steps(log, rows, shown)
             if not trainer.save_every or self.completed_steps % trainer.save_every:
                 self.save_checkpoint(rows)
+            checkpoint.save_final_model(
+                self.model, self.tokenizer, self.output / checkpoint.FINAL_MODEL_FOLDER
+            )
         finally:
             self.close()
             log.close()

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from rllm_agents.episodes.records import VALIDATION_EPISODES_FOLDER
 from rllm_agents.metrics import compute_pass_at_k
 
 from rllm_train.config import TrainConfig
@@ -51,7 +52,7 @@ def validate(
     if output is not None:
         reporting.write_step_episodes(
             output, version - 1, episodes, config.model.name, version,
-            folder_name=reporting.VALIDATION_EPISODES_FOLDER,
+            folder_name=VALIDATION_EPISODES_FOLDER,
         )  # fmt: skip
     rewards = scoring.rewards(episodes)
     metrics = {

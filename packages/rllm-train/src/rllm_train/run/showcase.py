@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rllm_train.run.reporting import VALIDATION_EPISODES_FOLDER
+from rllm_agents.episodes.records import VALIDATION_EPISODES_FOLDER
 
 # Characters of one reply shown in a cell: enough for a short answer and the env's verdict.
 REPLY_CHARS = 40
