@@ -271,6 +271,7 @@ def show_final_model(output: Path, env_id: str) -> None:
 def show_validation(output: Path) -> None:
     """Held-out episodes before and after training side by side, and where to see more."""
     from rllm_agents.episodes.records import VALIDATION_EPISODES_FOLDER
+
     from rllm_train.run.showcase import show_before_after
 
     if not show_before_after(output):
