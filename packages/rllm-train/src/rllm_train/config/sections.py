@@ -12,6 +12,7 @@ from typing import Any
 
 from rllm_train.config.compaction import CompactionConfig
 from rllm_train.config.curriculum import CurriculumConfig
+from rllm_train.config.distill import DistillConfig
 from rllm_train.config.reward import RewardConfig
 from rllm_train.config.rollout_correction import RolloutCorrectionConfig
 from rllm_train.config.tree import TreeConfig
@@ -49,7 +50,7 @@ class ModelConfig:
 @dataclass
 class EnvConfig:
     # Any Gymnasium id; "pkg.module:ns/Name-vN" imports the registering module first.
-    id: str = "rllm/Arithmetic-v0"  # the embedded default task (rllm_envs.arithmetic)
+    id: str = "rllm/RunningTotal-v0"  # the embedded default task (rllm_envs.running_total)
     kwargs: dict[str, Any] = field(default_factory=dict)
     agent: str = ""  # "module:Class" of a BaseAgent; empty = the agent registered for the env
     # Keyword arguments the agent is made with (AgentTrainer's agent_args land here), on top of
@@ -115,7 +116,9 @@ class RolloutConfig:
     dispatch: str = "lockstep"
     tasks_per_step: int = 4
     n: int = 4  # rollouts per task (the group GRPO/RLOO compare within)
-    max_turns: int = 1
+    # Model turns per episode; 0: the env's own limit (its max_turns, or the max_episode_steps
+    # it was registered with; 8 where it states none), worked out once when the run is set up.
+    max_turns: int = 0
     max_response_tokens: int = 12  # per turn
     max_prompt_tokens: int = 1024  # the whole conversation; longer episodes stop (or compact)
     # What a conversation past max_prompt_tokens does: end (policy=none), or compact its context
@@ -211,7 +214,7 @@ class SFTConfig:
 @dataclass
 class TrainerConfig:
     backend: str = "native"
-    steps: int = 16
+    steps: int = 20
     lr: float = 2e-5
     weight_decay: float = 0.0
     max_grad_norm: float = 1.0
@@ -227,8 +230,8 @@ class TrainerConfig:
     # Checkpoints kept (the newest): one is all --resume needs, and each holds the trainable
     # weights and the optimizer's state (1.6 GB for the 135M embedded model, fully trained).
     keep_checkpoints: int = 1
-    val_every: int = 0  # 0 = no validation
-    val_tasks: int = 16
+    val_every: int = 10  # 0 = no validation (but see validate_held_out)
+    val_tasks: int = 32
     val_before_train: bool = False  # also validate before the first step (a "step 0" row)
     # With a held-out validation set (data.val, or the env's test split): validate before the
     # first step and after the last one, whatever val_every and val_before_train say.
@@ -258,6 +261,7 @@ class TrainConfig:
     # A judge model's score as the reward (config/reward.py; docs/agents/judge.md).
     reward: RewardConfig = field(default_factory=RewardConfig)
     sft: SFTConfig = field(default_factory=SFTConfig)
+    distill: DistillConfig = field(default_factory=DistillConfig)  # config/distill.py
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     verl: VerlOptions = field(default_factory=VerlOptions)  # used by the verl backend only
 

@@ -36,6 +36,10 @@ def check(setup: RunSetup) -> None:
         except FileNotFoundError as error:
             raise ConfigError(f"model.init_from: {error}") from error
     multiagent_setup(config)  # a game's seats name policies that exist
+    if config.distill.on:
+        from rllm_train.native.teacher import check_teacher
+
+        check_teacher(config)  # the teacher exists and shares the student's tokenizer
     if not setup.algorithm.plays_tasks:
         from rllm_train.native.sft_data import select_trajectories, validation_task_ids
 

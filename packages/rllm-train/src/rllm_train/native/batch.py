@@ -71,6 +71,8 @@ class TensorBatch:
     policy_versions: torch.Tensor | None = None  # (batch,) long
     rollout_is_weights: torch.Tensor | None = None  # (batch, length), set by the correction
     trajectories: np.ndarray | None = None  # (batch,) the trajectory of each row, when known
+    # On-policy distillation (distill.py): the teacher's log-prob of each trained token.
+    teacher_logprobs: torch.Tensor | None = None  # (batch, length), 0 off the loss mask
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
@@ -96,6 +98,7 @@ class TensorBatch:
             ),
             rollout_is_weights=tokens(self.rollout_is_weights),
             trajectories=self.trajectories[indices] if self.trajectories is not None else None,
+            teacher_logprobs=tokens(self.teacher_logprobs),
         )
 
 

@@ -6,7 +6,8 @@ reference, and does one update per call on a :class:`~rllm_train.native.batch.Te
 
 1. old log-probs and values, when the update needs them before it changes the weights
    (several epochs, PPO);
-2. advantages, from verl's estimator (or given per trajectory: RAE);
+2. advantages, from verl's estimator (or given per trajectory: RAE), plus with a teacher
+   (on-policy distillation, :mod:`.distill`) its per-token log-prob margin over the student;
 3. rollout correction, planned once for the batch (:class:`CorrectionPlan`): off, scored in a
    pass of its own before the update, or scored inside the update's own forward pass;
 4. the rows worth a forward pass (none with an advantage of 0 everywhere when
@@ -25,8 +26,9 @@ import torch
 
 from rllm_train import algorithms
 from rllm_train.config import RolloutCorrectionConfig, TrainConfig
-from rllm_train.native import rollout_correction
+from rllm_train.native import distill, rollout_correction
 from rllm_train.native.batch import TensorBatch
+from rllm_train.run.algorithm import algorithm as algorithm_entry
 
 UPDATE_METRICS = ("loss", "pg_loss", "kl", "value_loss", "grad_norm")
 
@@ -233,13 +235,14 @@ class PolicyUpdate:
         return old_logprobs, values
 
     @torch.no_grad()
-    def scored_logprobs(self, batch: TensorBatch, temperature: float) -> torch.Tensor:
-        """The current weights' log-probs of `batch` at `temperature`, on the CPU."""
+    def scored_logprobs(self, batch: TensorBatch, temperature: float, model=None) -> torch.Tensor:
+        """The current weights' (or `model`'s: a teacher's) log-probs of `batch` at
+        `temperature`, on the CPU."""
         scored = torch.zeros(batch.input_ids.shape)
         for rows in self.micro_batches(len(batch)):
             part = batch.rows(rows)
             scored[rows, : part.input_ids.shape[1]] = (
-                self.forward(part, temperature=temperature)[0].float().cpu()
+                self.forward(part, model=model, temperature=temperature)[0].float().cpu()
             )
         return scored
 
@@ -253,6 +256,10 @@ class PolicyUpdate:
     # -- the update ------------------------------------------------------------------------------
     def advantages(self, batch: TensorBatch, values: torch.Tensor | None):
         """(advantages, returns), both (batch, length)."""
+        if algorithm_entry(self.settings.name).teacher_only:
+            # --algorithm distill: every advantage is the teacher's (__call__ adds it).
+            nothing = torch.zeros_like(batch.loss_mask, dtype=torch.float32)
+            return nothing, nothing
         if batch.advantages is not None:  # computed per trajectory (RAE)
             return algorithms.given_advantages(batch.advantages, batch.loss_mask)
         shared = algorithms.shared_trajectory_advantages(
@@ -263,6 +270,18 @@ class PolicyUpdate:
         return algorithms.compute_advantages(
             self.settings, batch.rewards, batch.loss_mask, batch.groups, values
         )
+
+    def _distilling(self, batch: TensorBatch) -> bool:
+        """Whether `batch` carries a teacher's log-probs (an algorithm that learns from the
+        teacher alone refuses a batch without them rather than learn nothing)."""
+        if batch.teacher_logprobs is not None:
+            return True
+        if algorithm_entry(self.settings.name).teacher_only:
+            raise ValueError(
+                f"--algorithm {self.settings.name} needs the teacher's log-probs on the batch "
+                "(the distillation trainer, rllm_train.native.distill_trainer, scores them)"
+            )
+        return False
 
     def _correct_before(
         self, batch: TensorBatch, old_logprobs: torch.Tensor | None, version: int
@@ -297,8 +316,22 @@ class PolicyUpdate:
         """
         self.model.train()
         epochs = self.config.trainer.ppo_epochs
-        old_logprobs, values = self.old_policy(batch, need_logprobs=epochs > 1)
+        distilling = self._distilling(batch)
+        # A teacher's advantage needs the student's log-probs before the update.
+        old_logprobs, values = self.old_policy(batch, need_logprobs=epochs > 1 or distilling)
         advantages, returns = self.advantages(batch, values)
+        teacher_metrics: dict[str, float] = {}
+        if distilling:
+            advantages = distill.mixed_advantages(
+                advantages,
+                batch.teacher_logprobs,
+                old_logprobs,
+                batch.loss_mask,
+                self.config.distill.weight,
+            )
+            teacher_metrics = distill.distill_metrics(
+                batch.teacher_logprobs, old_logprobs, batch.loss_mask
+            )
         total_tokens = float(batch.loss_mask.sum().clamp(min=1))
         advantage_abs_mean = float((advantages.abs() * batch.loss_mask).sum() / total_tokens)
         sampled = batch
@@ -318,6 +351,7 @@ class PolicyUpdate:
                     "sequences_trained": 0,
                     "advantage_abs_mean": advantage_abs_mean,
                     **correction_metrics,
+                    **teacher_metrics,
                 }
             trained = trained.rows(keep)
         sums, scored, timings = self._passes(trained, epochs, plan)
@@ -335,6 +369,7 @@ class PolicyUpdate:
             "advantage_abs_mean": advantage_abs_mean,
             "sequences_trained": len(trained.batch),
             **correction_metrics,
+            **teacher_metrics,
         }
 
     def _passes(

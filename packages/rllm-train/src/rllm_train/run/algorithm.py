@@ -2,10 +2,10 @@
 
 Each entry says what an algorithm is made of - verl's advantage estimator, whether its
 baseline is the other samples of the same task, whether it learns a value function, keeps
-per-role baselines or fine-tunes on recorded episodes - and which backends run it, with the
-reason the others cannot. Code asks the entry (``algorithm(name).learns_values``) instead of
-comparing names; adding an algorithm is adding a row (verl's own ``register_adv_est`` is the
-model). Plain data: importing this module imports neither torch nor verl.
+per-role baselines, fine-tunes on recorded episodes or learns from a teacher alone - and which
+backends run it, with the reason the others cannot. Code asks the entry
+(``algorithm(name).learns_values``) instead of comparing names; adding an algorithm is adding a
+row (verl's own ``register_adv_est`` is the model). Plain data: importing this module imports neither torch nor verl.
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ class Algorithm:
     role_baselines: bool = False  # running baselines per role, kept across steps (RAE)
     greedy_baseline: bool = False  # a greedy rollout of each task is its baseline (ReMax)
     plays_tasks: bool = True  # False: trains on recorded episodes, plays none (SFT)
+    # Its advantages are a teacher's per-token log-probs alone (distill; config/distill.py).
+    teacher_only: bool = False
 
     def runs_on(self, backend: str) -> bool:
         return backend in self.backends
@@ -89,6 +91,20 @@ _ENTRIES = (
             "own SFT trainer is not wired to rllm's episodes"
         },
         plays_tasks=False,
+    ),
+    # On-policy distillation: each generated token's advantage is the teacher's log-prob of it
+    # minus the student's (rllm_train.native.distill).
+    Algorithm(
+        "distill",
+        None,
+        NATIVE_ONLY,
+        refused={
+            "verl": "the teacher scores the student's tokens in the native trainer's step; "
+            "verl 0.9.1 has its own on-policy distillation (its distillation section: a teacher "
+            "served by vLLM or SGLang on GPUs of its own, beside the trainer's), which rllm's "
+            "verl backend does not wire"
+        },
+        teacher_only=True,
     ),
 )
 

@@ -79,6 +79,16 @@ REFUSALS: tuple[Refusal, ...] = (
     ),
     Refusal(
         VERL,
+        # --algorithm distill itself is refused by its table entry (rllm_train.run.algorithm).
+        lambda c: c.distill.on and algorithm(c.algorithm.name).runs_on(VERL),
+        lambda c: (
+            "distill.teacher: the teacher scores the student's tokens in the native trainer's "
+            "step; verl 0.9.1's own on-policy distillation (a teacher served by vLLM or SGLang on "
+            "GPUs of its own) is not wired to rllm's verl backend: use --backend native"
+        ),
+    ),
+    Refusal(
+        VERL,
         lambda c: c.rollout.executor == "ray",
         lambda c: (
             "rollout.executor=ray: the verl backend runs its agent loops on its own Ray "
