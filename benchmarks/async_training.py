@@ -51,7 +51,7 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-from verl_vs_native import median_after_first, run_training, show
+from verl_vs_native import chosen_sides, median_after_first, run_training, show
 
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 ENGINE_CORES = max(1, CORES // 2)  # the process engine's default share
@@ -189,10 +189,7 @@ def main() -> None:
     )
     parser.add_argument("overrides", nargs="*", help="section.key=value, given to every side")
     args = parser.parse_args()
-    sides = [side.strip() for side in args.sides.split(",") if side.strip()]
-    unknown = [side for side in sides if side not in SIDES]
-    if unknown:
-        sys.exit(f"unknown sides {unknown}: choose from {', '.join(SIDES)}")
+    sides = chosen_sides(args.sides, SIDES)
     results: dict[str, list[dict]] = {}
     with tempfile.TemporaryDirectory(prefix="rllm-async-bench-") as folder:
         for side in sides:

@@ -31,7 +31,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from verl_vs_native import run_training
+from verl_vs_native import chosen_sides, run_training
 
 LORA = ["model.lora_rank=16", "model.lora_target_modules=[q_proj,k_proj,v_proj,o_proj]"]
 SIDES = {
@@ -116,10 +116,7 @@ def main() -> None:
     )
     parser.add_argument("overrides", nargs="*", help="section.key=value, given to every side")
     args = parser.parse_args()
-    sides = [side.strip() for side in args.sides.split(",") if side.strip()]
-    unknown = [side for side in sides if side not in SIDES]
-    if unknown:
-        sys.exit(f"unknown sides {unknown}: choose from {', '.join(SIDES)}")
+    sides = chosen_sides(args.sides, SIDES)
     seeds = [int(seed) for seed in args.seeds.split(",")]
     results = []
     with tempfile.TemporaryDirectory(prefix="rllm-main-job-") as scratch:

@@ -108,6 +108,15 @@ def stop_group(process: subprocess.Popen) -> None:
             continue
 
 
+def chosen_sides(text: str, known) -> list[str]:
+    """The comma-separated sides of `text`, or exit naming the unknown ones and the choices."""
+    sides = [side.strip() for side in text.split(",") if side.strip()]
+    unknown = [side for side in sides if side not in known]
+    if unknown:
+        sys.exit(f"unknown sides {unknown}: choose from {', '.join(known)}")
+    return sides
+
+
 def read_rows(metrics: Path) -> list[dict]:
     """The rows of a metrics file; a last line cut short by a kill is left out."""
     rows = []
