@@ -2,11 +2,14 @@
 and method on the same task, seed and steps, side by side on one machine.
 
 Each side runs ``rllm-train`` as a user does (the embedded default: SmolLM2-135M-Instruct on
-``rllm/RunningTotal-v0``), one after the other; only these settings differ:
+``rllm/RunningTotal-v0``), one after the other; only these settings differ, and each method
+trains at the learning rate rllm-train gives it (2e-5 full, 1e-3 LoRA):
 
+    default                rllm-train with no arguments (its engine, mode and method)
     sync-local-full        transformers generates, then the whole model is updated (AdamW)
-    sync-local-lora        the same with a rank-16 LoRA on q/k/v/o (lr --lora-lr)
+    sync-local-lora        the same with a rank-16 LoRA on q/k/v/o
     sync-llamacpp-full     llama.cpp generates (an F16 export after each update)
+    sync-llamacpp-lora     the same with the LoRA (merged into each export)
     async-llamacpp-full    llama.cpp plays the next step while this one's update runs
     async-llamacpp-lora    the same with the LoRA
     async-process-full     a synced copy in a process of its own plays ahead
@@ -33,24 +36,27 @@ from pathlib import Path
 
 from verl_vs_native import chosen_sides, run_training
 
+# Each method at the learning rate rllm-train gives it when none is named (trainer.lr=0).
 LORA = ["model.lora_rank=16", "model.lora_target_modules=[q_proj,k_proj,v_proj,o_proj]"]
+FULL = ["model.lora_rank=0"]
 SIDES = {
-    "sync-local-full": ["rollout.mode=sync", "rollout.engine=local"],
+    "default": [],  # rllm-train with no arguments, whatever it resolves to
+    "sync-local-full": ["rollout.mode=sync", "rollout.engine=local", *FULL],
     "sync-local-lora": ["rollout.mode=sync", "rollout.engine=local", *LORA],
-    "sync-llamacpp-full": ["rollout.mode=sync", "rollout.engine=llamacpp"],
-    "async-llamacpp-full": ["rollout.mode=async", "rollout.engine=llamacpp"],
+    "sync-llamacpp-full": ["rollout.mode=sync", "rollout.engine=llamacpp", *FULL],
+    "sync-llamacpp-lora": ["rollout.mode=sync", "rollout.engine=llamacpp", *LORA],
+    "async-llamacpp-full": ["rollout.mode=async", "rollout.engine=llamacpp", *FULL],
     "async-llamacpp-lora": ["rollout.mode=async", "rollout.engine=llamacpp", *LORA],
-    "async-process-full": ["rollout.mode=async", "rollout.engine=process"],
+    "async-process-full": ["rollout.mode=async", "rollout.engine=process", *FULL],
 }
 
 
 def run_side(side: str, seed: int, output: Path, args: argparse.Namespace) -> dict:
-    lr = args.lora_lr if "lora" in side else args.lr
     command = [
         sys.executable, "-m", "rllm_train.cli", "--model", args.model,
         "--steps", str(args.steps), "--seed", str(seed), "--output", str(output),
         "--no-progress", "trainer.save_every=0", "trainer.tensorboard=false",
-        f"trainer.lr={lr}", *args.overrides, *SIDES[side],
+        *args.overrides, *SIDES[side],
     ]  # fmt: skip
     rows, seconds = run_training(side, command, output, timeout=args.side_timeout or None)
     summary = json.loads((output / "summary.json").read_text()) if rows else {}
@@ -108,8 +114,6 @@ def main() -> None:
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--model", default="smollm2")
     parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--lr", type=float, default=2e-5, help="full fine-tuning")
-    parser.add_argument("--lora-lr", type=float, default=1e-3)
     parser.add_argument("--side-timeout", type=float, default=0, help="seconds (0: none)")
     parser.add_argument(
         "--keep", default="", help="a folder to keep the runs in (curves, episodes)"

@@ -46,6 +46,7 @@ def run_overrides(output, model: str, **changes) -> dict:
     task (``--config arithmetic``), whose single 6-token replies keep a step cheap."""
     overrides = {
         "env.id": "rllm/Arithmetic-v0",
+        "model.lora_rank": 0,  # full fine-tuning; the tests that want a LoRA set it
         "trainer.val_every": 0,
         "trainer.val_tasks": 16,
         "model.name": model,

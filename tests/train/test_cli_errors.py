@@ -93,7 +93,7 @@ def test_bad_number_flag():
         (["--backend", "jax"], ("--backend", "native")),
         (["trainer.lrr=1e-5"], ("trainer.lrr", "lr")),
         (["rollout.n=two"], ("rollout.n", "a number")),
-        (["trainer.lr=-1"], ("trainer.lr", "greater than 0")),
+        (["trainer.lr=-1"], ("trainer.lr", "0 or more")),  # 0: the method's own rate
         (["trainer.lr=[1"], ("trainer.lr=[1", "not valid YAML")),
         (["env.kwargs.max_operand='[1'"], ("env.kwargs.max_operand", "not valid YAML")),
         (["--env", "no_such_pkg_xyz:a/B-v0"], ("env.id", "no_such_pkg_xyz")),

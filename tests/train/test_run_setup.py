@@ -12,6 +12,8 @@ from rllm_train.run.setup import setup_run
 from rllm_train.run.specs import AgentSpec, EnvSpec, agent_spec
 from rllm_train.run.tasks import TaskDraw
 
+from tests.parts import require_module
+
 
 class GreetingAgent(TextAgent):
     def __init__(self, greeting: str = "hi", **kwargs) -> None:
@@ -137,3 +139,24 @@ def test_tree_branch_turns_are_checked_against_the_limit_once_it_is_known():
     with pytest.raises(ConfigError, match="rollout.tree.branch_turns.*0 \\(the reset\\) to"):
         setup_run(build_config(overrides=tree))  # RunningTotal: 3 turns, so branches at 0-2
     assert setup_run(build_config(overrides={**tree, "rollout.tree.branch_turns": [2]}))
+
+
+@pytest.mark.parametrize(
+    "overrides, backend, engine",
+    [
+        ({}, "native", "llamacpp"),  # the embedded model on a CPU: measured fastest
+        ({"model.name": "tiny"}, "native", "local"),  # llama.cpp serves the embedded GGUF only
+        ({}, "verl", "local"),  # verl schedules its own rollouts
+        ({"rollout.tree.enabled": True, "rollout.tree.branch_turns": [1]}, "native", "local"),
+        ({"rollout.engine": "process"}, "native", "process"),  # the user's own stands
+        ({"algorithm.name": "sft", "sft.data": ["runs/x"]}, "native", "local"),  # no play
+    ],
+)
+def test_the_auto_engine_is_llamacpp_only_where_it_can_play_the_run(overrides, backend, engine):
+    require_module("llama_cpp", "llama-cpp-python comes with rllm-agents[smollm2]")
+    from rllm_train.run.setup import is_multiagent, on_cpu, resolve_engine
+
+    assert on_cpu("auto", cuda_available=False) and not on_cpu("auto", cuda_available=True)
+    config = build_config(overrides={"trainer.device": "cpu", **overrides})
+    resolve_engine(config, backend, is_multiagent(config.env.id))
+    assert config.rollout.engine == engine

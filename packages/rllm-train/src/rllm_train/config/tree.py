@@ -38,7 +38,7 @@ def tree_problems(config: TrainConfig) -> list[str]:
     # Algorithms whose baseline is the group's own samples: the branch group is what they compare.
     group_algorithms = names_where(lambda entry: entry.compares_group and entry.runs_on("native"))
     refusals = {
-        rollout.mode != "sync" or rollout.engine != "local": (
+        rollout.mode != "sync" or rollout.engine not in ("local", "auto"): (
             f"{key}: branches are played from snapshots taken during the same step, by the "
             "trained model itself; use rollout.mode=sync and rollout.engine=local"
         ),

@@ -52,7 +52,6 @@ POSITIVE = (
     "rollout.max_staleness",
     "multiagent.max_cycles",
     "trainer.steps",
-    "trainer.lr",
     "algorithm.critic_lr_scale",
     "trainer.micro_batch_size",
     "trainer.ppo_epochs",
@@ -62,6 +61,7 @@ POSITIVE = (
 )
 NON_NEGATIVE = (
     "rollout.max_turns",  # 0: the env's own limit (run.setup.resolve_max_turns)
+    "trainer.lr",  # 0: the method's own (run.setup.resolve_lr)
     "rollout.temperature",
     "rollout.val_temperature",
     "rollout.ray_workers",
@@ -207,7 +207,8 @@ def _check_ray_rollouts(config: TrainConfig) -> None:
 def _check_rollout_engine(config: TrainConfig) -> None:
     rollout = config.rollout
     _check_engine_options(config)
-    apart = rollout.mode == "async" or rollout.engine != "local"
+    # auto becomes local wherever an engine apart cannot play (run.setup.resolve_engine).
+    apart = rollout.mode == "async" or rollout.engine not in ("local", "auto")
     if not apart:
         if rollout.partial_rollouts:
             raise ConfigError(

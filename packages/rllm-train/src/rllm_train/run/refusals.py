@@ -37,7 +37,8 @@ def _algorithm_elsewhere(backend: str) -> Refusal:
 
 
 def _plays_apart(config: Any) -> bool:
-    return config.rollout.mode == "async" or config.rollout.engine != "local"
+    # auto is local wherever an engine apart cannot play (run.setup.resolve_engine).
+    return config.rollout.mode == "async" or config.rollout.engine not in ("local", "auto")
 
 
 def _multiagent(config: Any) -> bool:

@@ -71,10 +71,12 @@ def setup_run(
     """The run `config` describes, on `backend` (default ``trainer.backend``); a ConfigError
     names what is wrong or what that backend cannot honour."""
     backend = backend or config.trainer.backend
+    multiagent = is_multiagent(config.env.id)
+    resolve_engine(config, backend, multiagent)
+    resolve_lr(config)
     refused = refusals(config, backend)
     if refused:
         raise ConfigError("; ".join(refused))
-    multiagent = is_multiagent(config.env.id)
     data = RunData() if multiagent else run_data(config)
     env = env_spec(config.env, env_class)
     resolve_max_turns(config, env, multiagent)
@@ -120,3 +122,47 @@ def resolve_max_turns(config: TrainConfig, env: EnvSpec, multiagent: bool) -> No
     problems = tree_problems(config)  # branch turns against the limit now known
     if problems:
         raise ConfigError("; ".join(problems))
+
+
+def resolve_engine(config: TrainConfig, backend: str, multiagent: bool) -> None:
+    """``rollout.engine=auto`` (the default) becomes llamacpp where llama.cpp can play the run
+    - the embedded model (the one GGUF it serves) on a CPU, the native backend, BaseAgent
+    episodes played inline, no tree rollouts - and local everywhere else. On 2 cores llama.cpp
+    doubled the main job's held-out gain per minute (docs/training/native.md); the config a run
+    saves names the engine it used."""
+    import importlib.util
+
+    rollout = config.rollout
+    if rollout.engine != "auto":
+        return
+    import torch
+
+    from rllm_train.native.engine_apart import LLAMACPP_MODEL
+
+    plain_run = algorithm(config.algorithm.name).plays_tasks and not (
+        multiagent or config.program.given or rollout.executor != "inline" or rollout.tree.enabled
+    )
+    llamacpp = (
+        backend == "native"
+        and plain_run
+        and config.model.name == LLAMACPP_MODEL
+        and on_cpu(config.trainer.device, torch.cuda.is_available())
+        and importlib.util.find_spec("llama_cpp") is not None
+    )
+    rollout.engine = "llamacpp" if llamacpp else "local"
+
+
+def on_cpu(device: str, cuda_available: bool) -> bool:
+    """Whether ``trainer.device`` puts the run on the CPU (auto: where no GPU is visible)."""
+    return device == "cpu" or (device == "auto" and not cuda_available)
+
+
+# The learning rate each method trains well at when none is given: a LoRA's adapters start at
+# zero and need far larger steps than the weights of a fully fine-tuned model.
+LORA_LR, FULL_LR = 1e-3, 2e-5
+
+
+def resolve_lr(config: TrainConfig) -> None:
+    """``trainer.lr=0`` (the default) becomes the method's own rate (LORA_LR or FULL_LR)."""
+    if not config.trainer.lr:
+        config.trainer.lr = LORA_LR if config.model.lora_rank > 0 else FULL_LR

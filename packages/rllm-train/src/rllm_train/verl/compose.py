@@ -100,6 +100,10 @@ SETTINGS: dict[str, Callable[[VerlRunSpec, RunFiles], Any]] = {
     "actor_rollout_ref.model.path": lambda s, f: s.model_path,
     "actor_rollout_ref.model.lora_rank": lambda s, f: s.lora_rank,
     "actor_rollout_ref.model.lora_alpha": lambda s, f: s.lora_alpha,
+    # The modules model.lora_target_modules names, as the native backend adapts them.
+    "actor_rollout_ref.model.target_modules": lambda s, f: (
+        list(s.lora_target_modules) or "all-linear"
+    ),
     "actor_rollout_ref.actor.strategy": lambda s, f: s.strategy,
     "actor_rollout_ref.actor.optim.lr": lambda s, f: s.learning_rate,
     "actor_rollout_ref.actor.ppo_mini_batch_size": lambda s, f: (

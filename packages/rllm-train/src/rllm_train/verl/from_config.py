@@ -143,6 +143,7 @@ def spec_from_config(config: Any, setup: RunSetup | None = None) -> VerlRunSpec:
         total_epochs=trainer.steps,
         lora_rank=config.model.lora_rank,
         lora_alpha=config.model.lora_alpha,
+        lora_target_modules=tuple(config.model.lora_target_modules),
         rollout_engine=where.rollout_engine,
         strategy=where.strategy,
         device=where.device,

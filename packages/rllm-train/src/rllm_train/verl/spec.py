@@ -98,6 +98,7 @@ class VerlRunSpec:
     total_steps: int | None = None
     lora_rank: int = 0
     lora_alpha: int = 16
+    lora_target_modules: tuple[str, ...] = ()  # empty: verl's own (all-linear)
     rollout_engine: str = "vllm"
     strategy: str = "fsdp"
     device: str = "cuda"  # cuda: verl on GPUs; cpu: rllm's CPU mode (rllm_train.verl.cpu)
