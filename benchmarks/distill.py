@@ -1,7 +1,7 @@
 """On-policy distillation against GRPO against both mixed: held-out reward per minute of training.
 
 The teacher is the embedded model after the demo's training: ``rllm-train`` (GRPO on
-``rllm/Arithmetic-v0``, the embedded default's settings) for ``--teacher-steps`` steps, or a run
+``rllm/RunningTotal-v0``, the embedded default's settings) for ``--teacher-steps`` steps, or a run
 given with ``--teacher RUN`` (any ``distill.teacher``: a run folder, e.g. a LoRA-trained one, or a
 model). The student is the base model. Three sides then run ``rllm-train`` as a user does, one
 after the other, with the same seed, steps, tasks and validation; only the algorithm differs:
@@ -10,10 +10,9 @@ after the other, with the same seed, steps, tasks and validation; only the algor
     grpo      --algorithm grpo                           (the env's reward alone)
     mixed     --algorithm grpo --teacher TEACHER distill.weight=W   (both)
 
-Every side validates on the held-out pairs (``arithmetic:test``) before its first step, every
-``--val-every`` steps and after its last: greedily, and ``--val-n`` samples per pair at
-temperature 1 (``val/pass@1``; the untrained model's greedy answers are mostly right already,
-its sampled ones ramble). Printed per side: both held-out rewards, first and last, and what
+Every side validates on the held-out tasks (``running_total:test``) before its first step,
+every ``--val-every`` steps and after its last: greedily, and ``--val-n`` samples per task at
+temperature 1 (``val/pass@1``). Printed per side: both held-out rewards, first and last, and what
 each gained per minute of training (the steps' wall time: start-up and validation left out),
 ``distill/kl`` (the per-token reverse KL to the teacher, first and last step), the teacher's
 scoring time per step and the median step time; then the greedy held-out reward at each
@@ -25,7 +24,7 @@ validation. The held-out rewards against training minutes of every side go into 
     python benchmarks/distill.py --tiny                   # a smoke run on the tiny model
 
 ``--tiny`` runs every phase at the smallest size on the random tiny model. That model answers
-no addition, so GRPO would leave it as it is; its teacher is instead the tiny model after a
+no total right, so GRPO would leave it as it is; its teacher is instead the tiny model after a
 step of distillation toward the embedded SmolLM2 (the same tokenizer), so the sides have a
 teacher that differs from their student. Its figures say nothing about the methods.
 """
@@ -41,7 +40,7 @@ from pathlib import Path
 
 from verl_vs_native import read_rows, run_training
 
-ENV = "rllm/Arithmetic-v0"  # the first embedded default: single-digit additions, one turn
+ENV = "rllm/RunningTotal-v0"  # the embedded default: a running total over three turns
 SIDES: dict[str, list[str]] = {
     "distill": ["--algorithm", "distill", "--teacher", "{teacher}"],
     "grpo": ["--algorithm", "grpo"],
@@ -49,7 +48,7 @@ SIDES: dict[str, list[str]] = {
 }
 # The task as the embedded default plays it, stated so that a change of the default does not
 # change the benchmark.
-TASK = [f"--env={ENV}", "rollout.max_turns=1", "rollout.max_response_tokens=12"]
+TASK = [f"--env={ENV}", "rollout.max_turns=3", "rollout.max_response_tokens=12"]
 TINY = {
     "model": "tiny",
     "steps": 2,

@@ -27,6 +27,7 @@ def command(output: Path, model: str, *extra: str, **changes: object) -> list[st
         output,
         model,
         **{
+            "env.id": reply_length.MODULE_ENV_ID,
             "trainer.steps": STEPS,
             "trainer.save_every": 1,
             "trainer.keep_checkpoints": 10,
@@ -39,8 +40,6 @@ def command(output: Path, model: str, *extra: str, **changes: object) -> list[st
         sys.executable,
         "-m",
         "rllm_train.cli",
-        "--env",
-        reply_length.MODULE_ENV_ID,
         *extra,
         *(f"{key}={value}" for key, value in overrides.items()),
     ]

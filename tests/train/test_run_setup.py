@@ -154,7 +154,8 @@ def test_tree_branch_turns_are_checked_against_the_limit_once_it_is_known():
 )
 def test_the_auto_engine_is_llamacpp_only_where_it_can_play_the_run(overrides, backend, engine):
     require_module("llama_cpp", "llama-cpp-python comes with rllm-agents[smollm2]")
-    from rllm_train.run.setup import is_multiagent, on_cpu, resolve_engine
+    from rllm_train.run.defaults import on_cpu, resolve_engine
+    from rllm_train.run.setup import is_multiagent
 
     assert on_cpu("auto", cuda_available=False) and not on_cpu("auto", cuda_available=True)
     config = build_config(overrides={"trainer.device": "cpu", **overrides})

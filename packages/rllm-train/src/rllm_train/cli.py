@@ -1,7 +1,8 @@
 """``rllm-train``: train a language agent with RL on any Gymnasium-registered env.
 
-With no arguments it runs the embedded default: SmolLM2-135M-Instruct learning single-digit
-addition on the CPU, with GRPO (see docs/training/native.md).
+With no arguments it runs the embedded default: SmolLM2-135M-Instruct learning to keep a
+running total over three turns (rllm/RunningTotal-v0) on the CPU, with GRPO and a LoRA, llama.cpp
+playing the episodes (see docs/training/native.md).
 """
 
 from __future__ import annotations

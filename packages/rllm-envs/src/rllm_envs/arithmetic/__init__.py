@@ -1,8 +1,10 @@
-"""``rllm/Arithmetic-v0``: single-digit addition, the task ``rllm-train`` trains on by default.
+"""``rllm/Arithmetic-v0``: single-digit addition in one turn (``rllm-train --config arithmetic``).
 
 Chosen so that a small model (the embedded SmolLM2-135M-Instruct) already earns reward on a
 fair share of prompts - GRPO learns nothing from a group whose rewards are all equal - and a
-CPU run shows the reward rise within minutes. Needs no extra.
+CPU run shows the reward rise within minutes. It was ``rllm-train``'s default task; the default
+is now ``rllm/RunningTotal-v0``, where the model starts low and acts over several turns. Needs
+no extra.
 
 ## Observation
 One line: ``"What is 3 + 5? Reply with the number only."``. After the reply: ``"Correct."``,

@@ -158,7 +158,7 @@ class RolloutConfig:
     # (or the LoRA adapter) loaded by name after each update. Validation always plays the
     # trained weights. auto: llamacpp where it can play the run and was measured fastest (the
     # embedded model on a CPU, native backend, BaseAgent episodes played inline, no tree), else
-    # local; worked out once when the run is set up (run.setup.resolve_engine).
+    # local; worked out once when the run is set up (run.defaults.resolve_engine).
     engine: str = "auto"
     engine_slots: int = 0  # llamacpp: sequences decoding together, 0 = the rollout batch size
     # The engine apart's CPU threads (0: local every core, as the trainer's; process half the
@@ -222,7 +222,7 @@ class SFTConfig:
 class TrainerConfig:
     backend: str = "native"
     steps: int = 20
-    # 0: the method's own (run.setup.resolve_lr): 1e-3 for a LoRA, 2e-5 for full fine-tuning.
+    # 0: the method's own (run.defaults.resolve_lr): 1e-3 for a LoRA, 2e-5 for full fine-tuning.
     lr: float = 0.0
     weight_decay: float = 0.0
     max_grad_norm: float = 1.0

@@ -60,8 +60,8 @@ POSITIVE = (
     "curriculum.temperature",
 )
 NON_NEGATIVE = (
-    "rollout.max_turns",  # 0: the env's own limit (run.setup.resolve_max_turns)
-    "trainer.lr",  # 0: the method's own (run.setup.resolve_lr)
+    "rollout.max_turns",  # 0: the env's own limit (run.defaults.resolve_max_turns)
+    "trainer.lr",  # 0: the method's own (run.defaults.resolve_lr)
     "rollout.temperature",
     "rollout.val_temperature",
     "rollout.ray_workers",
@@ -207,7 +207,7 @@ def _check_ray_rollouts(config: TrainConfig) -> None:
 def _check_rollout_engine(config: TrainConfig) -> None:
     rollout = config.rollout
     _check_engine_options(config)
-    # auto becomes local wherever an engine apart cannot play (run.setup.resolve_engine).
+    # auto becomes local wherever an engine apart cannot play (run.defaults.resolve_engine).
     apart = rollout.mode == "async" or rollout.engine not in ("local", "auto")
     if not apart:
         if rollout.partial_rollouts:

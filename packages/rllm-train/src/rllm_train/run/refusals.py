@@ -37,7 +37,7 @@ def _algorithm_elsewhere(backend: str) -> Refusal:
 
 
 def _plays_apart(config: Any) -> bool:
-    # auto is local wherever an engine apart cannot play (run.setup.resolve_engine).
+    # auto is local wherever an engine apart cannot play (run.defaults.resolve_engine).
     return config.rollout.mode == "async" or config.rollout.engine not in ("local", "auto")
 
 
