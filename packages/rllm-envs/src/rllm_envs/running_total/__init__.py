@@ -3,9 +3,10 @@
 The multi-turn task ``rllm-train`` trains on by default. Each turn adds one number to a total
 the agent must carry from the conversation: after every reply the env says whether it was
 right and what the total really is, so a wrong turn can be made good on the next one. The
-embedded SmolLM2-135M-Instruct gets about a third of the turns right before training: it adds
-each new number to the *start* (``"1 + 8 = 9"`` where the total was 3), not to the total the
-last message gave it. Reading that message is what it learns. Needs no extra.
+embedded SmolLM2-135M-Instruct gets 0.41 of the held-out turns right before training (replies
+that restate the question, run out of tokens or add to the wrong number) and 0.89 after the
+default run's 20 steps, each turn adding to the total the last message gave it. Needs no
+extra.
 
 ## Observation
 First: ``"Start with 4. Add 7. Reply with the total only."``. After each reply:
