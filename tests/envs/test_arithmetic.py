@@ -94,11 +94,13 @@ def test_the_new_id_does_not_warn():
         gym.make("rllm/Arithmetic-v0").reset(seed=0)
 
 
-def test_rllm_train_defaults_to_the_new_id_with_its_calculator_prompt():
-    from rllm_train.config import TrainConfig
+def test_the_arithmetic_config_trains_the_new_id_with_its_calculator_prompt():
+    from rllm_train.config import build_config
     from rllm_train.native.agent import default_agent_args
 
-    assert TrainConfig().env.id == "rllm/Arithmetic-v0"
+    # The first default, kept by name (the default is now rllm/RunningTotal-v0).
+    named = build_config("arithmetic")
+    assert named.env.id == "rllm/Arithmetic-v0" and named.model.lora_rank == 0
     prompt = {"system_prompt": "You are a calculator."}
     assert default_agent_args("rllm/Arithmetic-v0") == prompt
     # Until the old id goes, a config naming it trains exactly as before.

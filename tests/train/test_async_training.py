@@ -356,6 +356,7 @@ def test_the_embedded_default_learns_with_async_rollouts(tmp_path):
                 "trainer.validate_held_out": False,  # what is asserted is the training reward
                 "env.id": "rllm/Arithmetic-v0",  # the one-turn task (--config arithmetic)
                 "rollout.engine": "local",
+                "model.lora_rank": 0,  # full fine-tuning, as measured
                 "rollout.mode": "async",
                 "rollout.max_staleness": 1,
             }

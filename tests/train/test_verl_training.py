@@ -35,6 +35,7 @@ RUN_FLAGS = (
     "--backend", "verl", "--env", LAKE_MODULE_ENV_ID, "--model", "tiny", "--no-progress",
     "rollout.tasks_per_step=2", "rollout.n=2", "rollout.max_turns=2",
     "rollout.max_response_tokens=16", "trainer.micro_batch_size=2", "trainer.lr=1e-3",
+    "model.lora_rank=0",  # verl's own trainer on full weights: what these tests check
     "verl.agent_workers=1", "trainer.validate_held_out=false",
 )  # fmt: skip
 NATIVE_RUN_FILES = ("config.yaml", "metrics.jsonl", "summary.json", "reward_curve.png")

@@ -38,7 +38,7 @@ class ModelConfig:
     name: str = "smollm2"  # "smollm2", "tiny" or a local Hugging Face model directory
     dtype: str = "auto"  # auto = bfloat16 on CUDA, float32 on CPU
     # > 0 trains LoRA adapters (peft) instead of all weights; 0: full fine-tuning. The default
-    # (rank 16 on the attention projections) gave the main job 1.5x the held-out gain per
+    # (rank 16 on the attention projections) gave the main job 1.3-1.5x the held-out gain per
     # minute of full fine-tuning on 2 cores (docs/training/native.md).
     lora_rank: int = 16
     lora_alpha: int = 32
@@ -238,7 +238,7 @@ class TrainerConfig:
     # Checkpoints kept (the newest): one is all --resume needs, and each holds the trainable
     # weights and the optimizer's state (1.6 GB for the 135M embedded model, fully trained).
     keep_checkpoints: int = 1
-    val_every: int = 10  # 0 = no validation (but see validate_held_out)
+    val_every: int = 0  # 0 = no validation (but see validate_held_out)
     val_tasks: int = 32
     val_before_train: bool = False  # also validate before the first step (a "step 0" row)
     # With a held-out validation set (data.val, or the env's test split): validate before the

@@ -426,7 +426,7 @@ class NativeTrainer:
         progress, bar = reporting.progress_bar(
             trainer.steps, self.completed_steps, trainer.progress
         )
-        rows: list[dict[str, Any]] = list(log.earlier_rows)
+        rows, finished = list(log.earlier_rows), False
         try:
             _ = self.judging  # made here, on the run's main thread (see judging)
             if MODES[self.mode].plays_ahead and self.completed_steps < trainer.steps:
@@ -451,15 +451,17 @@ class NativeTrainer:
                 self._run_steps(log, rows, shown)
             if not trainer.save_every or self.completed_steps % trainer.save_every:
                 self.save_checkpoint(rows)
-            checkpoint.save_final_model(
-                self.model, self.tokenizer, self.output / checkpoint.FINAL_MODEL_FOLDER
-            )
+            finished = True
         finally:
-            self.close()
+            self.close()  # engines and servers stop before the final model is written
             log.close()
             # What the run did, also when it stopped early (failed episodes, an error).
             reporting.plot_run_curve(self.output, self.config, rates=self.scoring.plotted_rates)
             reporting.write_summary(self.output, rows, "native", asdict(self.config))
+        if finished:
+            checkpoint.save_final_model(
+                self.model, self.tokenizer, self.output / checkpoint.FINAL_MODEL_FOLDER
+            )
         return rows
 
     def _run_steps(
