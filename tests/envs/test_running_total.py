@@ -88,3 +88,17 @@ def test_a_snapshot_mid_episode_restores_the_total_and_the_score(env):
     env.unwrapped.restore(snap)
     assert env.step("16")[:2] == first[:2]
     assert env.step("24")[4]["is_correct"] is True
+
+
+def test_tasks_chooses_a_split_and_rllm_eval_plays_the_held_out_one():
+    from rllm_envs.core.shipped_datasets import held_out_tasks_argument
+
+    for name in ("test", "shipped:test"):
+        env = gym.make("rllm/RunningTotal-v0", tasks=name)
+        assert list(env.unwrapped.tasks.rows) == held_out_tasks()
+        env.close()
+    assert held_out_tasks_argument("rllm/RunningTotal-v0") == "shipped:test"
+    rows = [{"task_id": "mine", "start": 1, "addends": [2]}]
+    assert gym.make("rllm/RunningTotal-v0", tasks=rows).unwrapped.tasks.rows == tuple(rows)
+    with pytest.raises(ValueError, match="'all', 'train', 'test' or a list of rows"):
+        gym.make("rllm/RunningTotal-v0", tasks="validation")

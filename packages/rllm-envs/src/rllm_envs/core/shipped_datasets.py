@@ -26,6 +26,9 @@ class ShippedDataset:
     name: str
     env_id: str
     splits: Mapping[str, str]  # split -> package-relative file, or "module:function"
+    # The env's `tasks=` value that plays the test split, where the split is made by a rule
+    # (a file split is played as "shipped:<file stem>"); None: the env cannot be told.
+    test_tasks_argument: str | None = None
 
 
 def _files(folder: str, **splits: str) -> Mapping[str, str]:
@@ -55,6 +58,7 @@ SHIPPED_DATASETS: Mapping[str, ShippedDataset] = MappingProxyType(
                         "test": "rllm_envs.running_total.env:held_out_tasks",
                     }
                 ),
+                test_tasks_argument="shipped:test",
             ),
             ShippedDataset(
                 "gsm8k",
@@ -125,6 +129,8 @@ def held_out_tasks_argument(env_id: str) -> str | None:
         source = entry.splits.get("test", "")
         if entry.env_id == bare_id and source.endswith(".jsonl"):
             return f"shipped:{Path(source).stem}"
+        if entry.env_id == bare_id and entry.test_tasks_argument:
+            return entry.test_tasks_argument
     return None
 
 

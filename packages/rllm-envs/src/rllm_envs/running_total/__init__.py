@@ -28,9 +28,12 @@ Terminates after one turn per addend (3 by default), with ``info["is_correct"]``
 right. A wrong turn does not end it: the feedback gives the true total to go on from.
 
 ## Arguments
-``gym.make("rllm/RunningTotal-v0", additions=3, max_start=9, max_add=9, render_mode=None)``:
-a task is a start in 1..``max_start`` and ``additions`` addends in 2..``max_add`` (4,608 tasks
-by default, ids ``total-4-7-5-8``), drawn with the reset seed.
+``gym.make("rllm/RunningTotal-v0", additions=3, max_start=9, max_add=9, tasks="all",
+render_mode=None)``: a task is a start in 1..``max_start`` and ``additions`` addends in
+2..``max_add`` (4,608 tasks by default, ids ``total-4-7-5-8``), drawn with the reset seed.
+``tasks="test"`` (or ``"shipped:test"``) plays only the 32 held-out tasks, ``"train"`` the 256
+training ones (``rllm-eval`` plays the test split unless told otherwise), a list of rows plays
+those.
 ``reset(options={"task": {"start": 4, "addends": [7, 5, 8]}})`` plays one explicit task; a row
 without them is a ``ValueError``. The registry's ``running_total`` dataset holds 256 fixed
 ``train`` tasks and 32 other ``test`` tasks of the default table, so a run validates on tasks

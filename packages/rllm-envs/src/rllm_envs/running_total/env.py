@@ -72,10 +72,11 @@ class RunningTotalEnv(TextEnv):
         additions: int = 3,
         max_start: int = 9,
         max_add: int = 9,
+        tasks: str | list[Row] = "all",
         render_mode: str | None = None,
     ) -> None:
-        tasks = running_total_tasks(additions, max_start, max_add)
-        super().__init__(tasks, max_turns=additions, render_mode=render_mode)
+        table = running_total_tasks(additions, max_start, max_add)
+        super().__init__(_chosen(table, tasks), max_turns=additions, render_mode=render_mode)
         self.total = 0
         self.correct_turns = 0
 
@@ -111,6 +112,23 @@ class RunningTotalEnv(TextEnv):
 
     def restore_state(self, state: tuple[int, int]) -> None:
         self.total, self.correct_turns = state
+
+
+# What `tasks=` may name besides rows of one's own: the whole table or a shipped split.
+SPLITS = {"train": training_tasks, "test": held_out_tasks}
+
+
+def _chosen(table: TaskSet, tasks: str | list[Row]) -> TaskSet:
+    """The task set `tasks` names: "all" (the table), "train"/"test" (the shipped splits of
+    the default table, also as "shipped:train"/"shipped:test") or a list of rows."""
+    if isinstance(tasks, list):
+        return TaskSet("running-total-given", tuple(dict(row) for row in tasks))
+    if tasks == "all":
+        return table
+    split = tasks.removeprefix("shipped:") if isinstance(tasks, str) else None
+    if split in SPLITS:
+        return TaskSet(f"running-total-{split}", tuple(SPLITS[split]()))
+    raise ValueError(f"tasks must be 'all', 'train', 'test' or a list of rows, got {tasks!r}")
 
 
 def _task_numbers(task: Row) -> tuple[int, list[int]]:
