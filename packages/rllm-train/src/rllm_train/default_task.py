@@ -12,22 +12,18 @@ one version, with a ``DeprecationWarning`` naming the new id.
 
 from __future__ import annotations
 
+from rllm_agents.agents.registry import CALCULATOR
 from rllm_envs import register_envs
 from rllm_envs.arithmetic import DEPRECATED_ENV_ID
 from rllm_envs.arithmetic import ENV_ID as ARITHMETIC_ENV_ID
 from rllm_envs.arithmetic import DeprecatedArithmeticEnv as ArithmeticEnv  # the old class path
 from rllm_envs.running_total import ENV_ID
 
-# What the trainer gives these envs' agent by default: a short system prompt keeps the prompt
-# (most of the compute of a 10-token answer) small and asks for bare numbers.
-AGENT_ARGS = {"system_prompt": "You are a calculator."}
-AGENT_ARGS_BY_ENV = {
-    env_id: AGENT_ARGS for env_id in (ENV_ID, ARITHMETIC_ENV_ID, DEPRECATED_ENV_ID)
-}
+# What these envs' agent gets by default, in rllm-train as in rllm-eval (rllm_agents' registry).
+AGENT_ARGS = dict(CALCULATOR)
 
 __all__ = [
     "AGENT_ARGS",
-    "AGENT_ARGS_BY_ENV",
     "ARITHMETIC_ENV_ID",
     "DEPRECATED_ENV_ID",
     "ENV_ID",

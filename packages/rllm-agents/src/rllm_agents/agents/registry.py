@@ -18,6 +18,23 @@ AGENTS: dict[str, str] = {
 }
 
 
+# Arguments the registered agent gets for an env unless the caller gives its own: rllm-eval and
+# rllm-train both start from these, so an env is played the same way by either command. A short
+# calculator prompt keeps the arithmetic tasks' prompts (most of a 12-token turn's compute) small
+# and asks for bare numbers.
+CALCULATOR = {"system_prompt": "You are a calculator."}
+AGENT_ARGS: dict[str, dict[str, object]] = {
+    "rllm/RunningTotal-v0": CALCULATOR,
+    "rllm/Arithmetic-v0": CALCULATOR,
+    "rllm_train/Arithmetic-v0": CALCULATOR,  # the deprecated id, for one more version
+}
+
+
+def agent_args_for_env(env_id: str) -> dict[str, object]:
+    """A fresh copy of the default agent arguments for `env_id` (empty for most envs)."""
+    return dict(AGENT_ARGS.get(env_id.rpartition(":")[2], {}))
+
+
 # The one "module:attribute" loader, by the name this module has always given it.
 load_entry_point = load_attr
 

@@ -44,10 +44,13 @@ def choose_player(args: argparse.Namespace) -> Player:
     program = load_program(args)
     if program is not None:
         return Player(program=program)
-    from rllm_agents.agents.registry import agent_for_env
+    from rllm_agents.agents.registry import agent_args_for_env, agent_for_env
 
     agent_class = load_agent(args.agent) if args.agent else agent_for_env(args.env)
-    return Player(agent_class=agent_class, agent_args=json_object(args.agent_args, "--agent-args"))
+    given = json_object(args.agent_args, "--agent-args")
+    # The env's defaults (what rllm-train plays it with) apply to its registered agent only.
+    defaults = {} if args.agent else agent_args_for_env(args.env)
+    return Player(agent_class=agent_class, agent_args={**defaults, **given})
 
 
 def make_runner(

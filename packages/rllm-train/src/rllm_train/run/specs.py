@@ -24,15 +24,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rllm_train import default_task
+from rllm_agents.agents.registry import AGENT_ARGS, agent_args_for_env
+
 from rllm_train.config import ConfigError, EnvConfig, ProgramConfig
 
-# Agent arguments the trainer uses by default for an env id (the caller's agent_args win).
-DEFAULT_AGENT_ARGS: dict[str, dict[str, object]] = default_task.AGENT_ARGS_BY_ENV
+# Agent arguments the trainer uses by default for an env id (the caller's agent_args win): the
+# registry's, which rllm-eval uses too.
+DEFAULT_AGENT_ARGS: dict[str, dict[str, object]] = AGENT_ARGS
 
 
 def default_agent_args(env_id: str) -> dict[str, object]:
-    return dict(DEFAULT_AGENT_ARGS.get(env_id.rpartition(":")[2], {}))
+    return agent_args_for_env(env_id)
 
 
 def import_path(cls: type) -> str:
