@@ -426,6 +426,9 @@ def test_rllm_train_rolls_out_on_ray_workers(cluster, tmp_path):
         "rollout.max_response_tokens=6",
         "trainer.save_every=0",
         "trainer.validate_held_out=false",  # the training steps only
+        # Full weights, as this test was written for: with the LoRA default, the pytest worker
+        # running it died twice in the whole suite (never alone), not yet explained.
+        "model.lora_rank=0",
     ]
     workers_before = len(list_actors(filters=[("class_name", "=", "EpisodeWorker")]))
     assert main(argv) == 0
