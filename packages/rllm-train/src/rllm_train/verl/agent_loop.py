@@ -36,6 +36,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutp
 
 from rllm_train.verl.compose import AGENT_LOOP_NAME
 from rllm_train.verl.data import EpisodeSource, from_verl_row
+from rllm_train.verl.engine_server import REPLICA_FIELD
 from rllm_train.verl.episode_parts import make_agent, make_env
 
 logger = logging.getLogger(__name__)
@@ -74,6 +75,8 @@ class EpisodeOutcome:
     env_seconds: float = 0.0
     # The trainer step whose weights served each model turn, as the rollout server reports it.
     weight_versions: list[int] = field(default_factory=list)
+    # [replica, weights version] of each model turn, where the server names its replica.
+    served_by: list[list[int]] = field(default_factory=list)
 
     def version_span(self) -> tuple[int, int]:
         """(oldest, newest) weights version among the model turns."""
@@ -232,6 +235,10 @@ class RllmAgentLoop(AgentLoopBase):
         for key in ("min_global_steps", "max_global_steps", "global_steps"):
             if output.extra_fields.get(key) is not None:
                 outcome.weight_versions.append(int(output.extra_fields[key]))
+        replica = output.extra_fields.get(REPLICA_FIELD)
+        if replica is not None:
+            version = output.extra_fields.get("global_steps", NO_MODEL_TURN_VERSION)
+            outcome.served_by.append([int(replica), int(version)])
         token_ids = list(output.token_ids)
         logprobs = list(output.log_probs) if output.log_probs else None
         if logprobs is None:
@@ -273,5 +280,6 @@ class RllmAgentLoop(AgentLoopBase):
                 "rllm_is_correct": outcome.is_correct,
                 "min_global_steps": oldest,
                 "max_global_steps": newest,
+                "rllm_served_by": list(outcome.served_by),
             },
         )

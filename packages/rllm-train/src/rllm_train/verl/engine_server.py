@@ -13,6 +13,10 @@ from typing import Any
 
 from rllm_agents.engines.base import RolloutEngine, SamplingParams
 
+# A reply's extra field naming the rollout replica that served it (rllm's LocalEngine servers
+# set it; verl's vLLM and SGLang servers do not).
+REPLICA_FIELD = "rllm_replica"
+
 
 def sampling_from_verl(params: dict[str, Any], *, default_max_tokens: int) -> SamplingParams:
     """verl's sampling dict (temperature, top_p, logprobs, max_tokens, seed) as our

@@ -1,4 +1,5 @@
-"""verl's agent-loop manager, with the run's failure rule (``trainer.max_failure_rate``).
+"""verl's agent-loop manager, with the run's failure rule (``trainer.max_failure_rate``) and
+what each rollout replica served.
 
 verl's trainer asks its ``AgentLoopManager`` for each step's batch; this subclass (named in
 ``actor_rollout_ref.rollout.agent.agent_loop_manager_class``) counts the batch's failed
@@ -41,8 +42,27 @@ def check_batch(output: Any, prompts_meta: Mapping[str, Any], max_rate: float) -
     check_failure_rate(batch_failures(output.non_tensor_batch), max_rate, step)
 
 
+REPLICA_METRIC_PREFIX = "rollout/replica_"
+
+
+def replica_metrics(non_tensor_batch: Mapping[str, Any]) -> dict[str, float]:
+    """Per replica: the turns it served and the oldest weights version it served them with."""
+    turns: dict[int, int] = {}
+    oldest: dict[int, int] = {}
+    for served_by in non_tensor_batch.get("rllm_served_by", ()):
+        for replica, version in served_by or ():
+            turns[replica] = turns.get(replica, 0) + 1
+            oldest[replica] = min(oldest.get(replica, version), version)
+    metrics: dict[str, float] = {}
+    for replica in sorted(turns):
+        metrics[f"{REPLICA_METRIC_PREFIX}turns/{replica}"] = float(turns[replica])
+        metrics[f"{REPLICA_METRIC_PREFIX}weights/{replica}"] = float(oldest[replica])
+    return metrics
+
+
 class RllmAgentLoopManager(AgentLoopManager):
-    """verl's manager, checking each training batch against ``trainer.max_failure_rate``."""
+    """verl's manager, checking each training batch against ``trainer.max_failure_rate`` and
+    adding the replicas' figures to the step's metrics."""
 
     @auto_await
     async def generate_sequences(self, prompts):
@@ -51,4 +71,6 @@ class RllmAgentLoopManager(AgentLoopManager):
 
         max_rate = OmegaConf.select(self.config, MAX_FAILURE_RATE_KEY, default=1.0)
         check_batch(output, prompts.meta_info, float(max_rate))
+        # verl's trainer logs the manager's timing dict, each key under "timing_s/".
+        output.meta_info.setdefault("timing", {}).update(replica_metrics(output.non_tensor_batch))
         return output

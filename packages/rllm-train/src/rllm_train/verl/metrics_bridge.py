@@ -46,6 +46,8 @@ SHARED_NAMES: dict[str, str | tuple[str, ...]] = {
     "time/weight_sync_s": ("timing_s/update_weights", "timing_s/timing_s/param_sync"),
     "time/checkpoint_s": "timing_s/save_checkpoint",
 }
+# The agent-loop manager's per-replica figures reach verl's log among its timings.
+REPLICA_PREFIX = "timing_s/rollout/replica_"
 VALIDATION_PREFIX = "val-core/"  # verl: val-core/<data source>/reward/mean@N
 TRAINING_STEP = "training/global_step"
 
@@ -72,6 +74,9 @@ def native_row(step: int, data: Mapping[str, Any]) -> dict[str, Any]:
         present = [name for name in names if name in metrics]
         if present:
             row[native] = metrics[present[0]]
+    for key, value in metrics.items():
+        if key.startswith(REPLICA_PREFIX):  # counts and versions, not timings
+            row[key.removeprefix("timing_s/")] = value
     validation = [
         value
         for key, value in metrics.items()

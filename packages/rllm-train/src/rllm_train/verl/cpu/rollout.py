@@ -27,6 +27,8 @@ from verl.workers.rollout.base import _ROLLOUT_REGISTRY, BaseRollout
 from verl.workers.rollout.replica import RolloutReplica, RolloutReplicaRegistry, TokenOutput
 from verl.workers.rollout.utils import ensure_async_iterator
 
+from rllm_train.verl.engine_server import REPLICA_FIELD
+
 ROLLOUT_NAME = "rllm_local"
 SERVER_NAME_PREFIX = "rllm_local_server_"
 # How many requests the engine decodes together (its running batch).
@@ -40,7 +42,7 @@ def server_name(replica_rank: int) -> str:
 class LocalEngineServer:
     """A LocalEngine behind verl's rollout-server calls (a Ray actor)."""
 
-    def __init__(self, model_path: str, device: str, seed: int) -> None:
+    def __init__(self, model_path: str, device: str, seed: int, replica_rank: int = 0) -> None:
         from rllm_agents.engines.local import LocalEngine
 
         from rllm_train.verl.engine_server import EngineServerClient
@@ -50,6 +52,7 @@ class LocalEngineServer:
         )
         self.client = EngineServerClient(self.engine)
         self.weights_version = 0  # the trainer step whose weights the engine holds (0: initial)
+        self.replica_rank = replica_rank
 
     async def generate(
         self, prompt_ids: list[int], sampling_params: dict[str, Any], request_id: str, **_: Any
@@ -59,6 +62,9 @@ class LocalEngineServer:
         )
         # verl's key for the weights version that served a request (its staleness accounting).
         output.extra_fields["global_steps"] = self.weights_version
+        # Which replica answered: a run's metrics count each replica's turns and the weights
+        # they were served with, so a replica that got no requests or no weights shows.
+        output.extra_fields[REPLICA_FIELD] = self.replica_rank
         return output
 
     async def update_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> int:
@@ -147,6 +153,7 @@ class LocalEngineReplica(RolloutReplica):
                 model_path=_local_model_path(self.model_config),
                 device=device,
                 seed=int(self.config.get("seed", 0) or 0) + self.replica_rank,
+                replica_rank=self.replica_rank,
             )
         )
         # Not awaited: the server imports torch and loads the model while verl starts its

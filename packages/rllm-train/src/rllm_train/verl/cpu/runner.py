@@ -36,8 +36,9 @@ CPU_MODE_ENV: dict[str, str] = {
     "VERL_ENGINE_DEVICE": "cuda",
     "TOKENIZERS_PARALLELISM": "false",
 }
-# The GPU fallback rollout: only the rollout registration, on the real accelerator.
-GPU_LOCAL_ROLLOUT_ENV: dict[str, str] = {"VERL_USE_EXTERNAL_MODULES": PLUGIN_MODULE}
+# On GPUs the plugin adds no platform, only what every run has: the rllm_local rollout (the
+# fallback where vLLM and SGLang are absent) and resuming across process counts.
+GPU_RUN_ENV: dict[str, str] = {"VERL_USE_EXTERNAL_MODULES": PLUGIN_MODULE}
 # verl reserves this many CPUs per GPU bundle (3), plus its task runner, agent-loop and
 # reward workers; logical CPUs cost nothing, so the cluster declares plenty.
 LOGICAL_CPUS_PER_PROCESS = 4
@@ -99,8 +100,7 @@ def ray_cluster(spec, run_root: Path) -> RayCluster:
             + MODE_ENTRIES[spec.mode].controller_cpus
             + LOGICAL_CPUS_SPARE,
         )
-    if spec.rollout_engine == "rllm_local":
-        env_vars.update(GPU_LOCAL_ROLLOUT_ENV)
+    env_vars.update(GPU_RUN_ENV)
     return RayCluster(env_vars=env_vars, temp_dir=temp_dir)
 
 
