@@ -40,7 +40,7 @@ from rllm_train.config import (
     build_config,
 )
 from rllm_train.run.backends import backend_module
-from rllm_train.run.failures import TooManyFailedEpisodes
+from rllm_train.run.failures import RunStopped
 from rllm_train.run.reporting import METRICS_FILE, RUN_MARKERS, run_summary, step_rows
 from rllm_train.run.setup import setup_run
 
@@ -314,7 +314,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     print(f"{PROG}: --repair: {repair.describe()}")
             rows = backend.train(setup, claim.lock)
         report(config, rows)
-    except TooManyFailedEpisodes as error:
+    except RunStopped as error:
         print(f"{PROG}: stopped: {one_line(error)}", file=sys.stderr)
         return 1
     except UsageError as error:

@@ -17,7 +17,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 
-class TooManyFailedEpisodes(RuntimeError):
+class RunStopped(RuntimeError):
+    """The run cannot go on, for a reason said in one line (``rllm-train: stopped: ...``)."""
+
+
+class TooManyFailedEpisodes(RunStopped):
     """A step's failed episodes were above ``trainer.max_failure_rate`` (a one-line message)."""
 
 

@@ -128,6 +128,22 @@ def verl_metrics_file(run_root: Path) -> Path:
     return folder / f"attempt-{attempt:03d}.jsonl"
 
 
+def beside_the_driver(runner_class):
+    """verl's task runner (the run's controller) placed on the driver's node where it can be.
+
+    Left to Ray, it may land on any node; on a cluster, losing that node would end the run
+    with no controller left to say what happened. Beside the driver (on the head, where
+    ``rllm-train`` is typically started) it lives as long as the driver's own machine.
+    """
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    node = ray.get_runtime_context().get_node_id()
+    return runner_class.options(
+        scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node, soft=True)
+    )
+
+
 def run_verl(config, cluster: RayCluster, mode: str = SYNC) -> None:
     """verl's ``run_ppo`` with the stock task runner of `mode`, on the run's own Ray cluster."""
     import ray
@@ -149,7 +165,7 @@ def run_verl(config, cluster: RayCluster, mode: str = SYNC) -> None:
         watchdog.remove_folder(cluster.temp_dir)
     try:
         with as_received_signal():  # run_ppo waits in ray.get, which swallows our exception
-            run_ppo(config, task_runner_class=task_runner_class(mode))
+            run_ppo(config, task_runner_class=beside_the_driver(task_runner_class(mode)))
     finally:
         ray.shutdown()
         if watchdog is not None:
