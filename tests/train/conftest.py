@@ -30,6 +30,26 @@ def verl_ray_head(request):
     return shared(request, "verl_ray_head", start_verl_ray_head)
 
 
+def start_local_ray_cluster():
+    from tests.train.local_cluster import LocalRayCluster
+
+    cluster = LocalRayCluster(workers=1, gpus_per_node=1, cpus_per_node=8)
+    cluster.start()
+    return cluster, cluster.stop  # the stop raises if a process of the cluster is left
+
+
+@pytest.fixture(scope="module")
+def local_ray_cluster(request):
+    """A two-node Ray cluster on this machine (scripts/ray_local_cluster.sh): a head and node
+    "worker1", each its own Ray node with one logical GPU and 8 CPUs, for multi-node
+    placement and node loss. Started once for its group (tests/group_resources.py) and
+    stopped when the group's last test ends; a test that kills a node leaves it killed."""
+    from tests.parts import require_module
+
+    require_module("ray", "the local Ray cluster runs Ray: pip install 'rllm-agents[ray]'")
+    return shared(request, "local_ray_cluster", start_local_ray_cluster)
+
+
 @pytest.fixture(scope="session")
 def tiny_model() -> str:
     """The model name (or local path) the trainer tests train: rllm-agents' seeded "tiny"."""
