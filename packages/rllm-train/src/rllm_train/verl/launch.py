@@ -214,7 +214,7 @@ def run(spec: VerlRunSpec) -> list[dict[str, Any]]:
 
     from rllm_train.verl.cpu.runner import ray_cluster, run_verl
     from rllm_train.verl.metrics_bridge import publish
-    from rllm_train.verl.node_loss import node_lost
+    from rllm_train.verl.node_loss import NodesDied, node_lost
     from rllm_train.verl.placement import cpu_mode_notice
 
     require_verl(for_training=True)
@@ -235,11 +235,8 @@ def run(spec: VerlRunSpec) -> list[dict[str, Any]]:
         # Raised in verl's trainer (verl/failure_check.py), it reaches here wrapped by Ray
         # with the remote traceback: the run stops with the rule's own one line.
         raise TooManyFailedEpisodes(str(getattr(error, "cause", None) or error)) from None
-    except Exception as error:
-        lost = node_lost(error, prepared.files.checkpoint_dir)
-        if lost is None:
-            raise
-        raise lost from None
+    except NodesDied as died:
+        raise node_lost(died, prepared.files.checkpoint_dir) from None
     finally:
         # Whatever verl logged, also from a run that failed or was interrupted.
         rows = publish(

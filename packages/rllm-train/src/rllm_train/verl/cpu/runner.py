@@ -24,6 +24,7 @@ from rllm_agents.run_folder import SignalUnwinder, as_received_signal, terminate
 from rllm_train.verl.cpu import CPU_MODE_VARIABLE
 from rllm_train.verl.cpu.vllm_distribution import ray_env as vllm_cpu_env
 from rllm_train.verl.modes import ASYNC_MODES, MODE_ENTRIES, SYNC, task_runner_class
+from rllm_train.verl.node_loss import NodesDied, alive_nodes, nodes_died
 
 PLUGIN_MODULE = "rllm_train.verl.cpu"
 # What every process of a CPU-mode run needs before it imports verl.
@@ -163,9 +164,16 @@ def run_verl(config, cluster: RayCluster, mode: str = SYNC) -> None:
     watchdog = None if cluster.joins_a_cluster() else reaper.watch(os.getpid())
     if watchdog is not None and cluster.temp_dir:
         watchdog.remove_folder(cluster.temp_dir)
+    nodes_at_start = alive_nodes()
     try:
         with as_received_signal():  # run_ppo waits in ray.get, which swallows our exception
             run_ppo(config, task_runner_class=beside_the_driver(task_runner_class(mode)))
+    except Exception as error:
+        # Asked while Ray is still up: a node lost under the run is said as such.
+        dead = nodes_died(nodes_at_start, error)
+        if dead:
+            raise NodesDied(dead) from error
+        raise
     finally:
         ray.shutdown()
         if watchdog is not None:
