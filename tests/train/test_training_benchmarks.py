@@ -58,6 +58,20 @@ def test_async_training_runs_each_side_and_compares_them(tmp_path):
     assert png.is_file() and png.stat().st_size > 0
 
 
+def test_engine_replicas_runs_one_and_two_replicas_and_compares_their_steps():
+    result = run_benchmark(
+        "engine_replicas.py", "--replicas=1,2", "--model=tiny", "--steps=2", *SMALL_STEP,
+        timeout=600,
+    )  # fmt: skip
+    out = result.stdout
+    assert "1 replicas: 2 steps" in out and "2 replicas: 2 steps" in out
+    [one] = [line for line in out.splitlines() if line.startswith("| 1 |")]
+    [two] = [line for line in out.splitlines() if line.startswith("| 2 |")]
+    assert one.endswith("| 1.00x |") and two.rstrip(" |").endswith("x")
+    served = two.split(" | ")[-3].split("/")  # requests per step of each replica
+    assert len(served) == 2 and all(float(count) > 0 for count in served)
+
+
 def test_curriculum_runs_uniform_and_plr_on_the_same_pool(tmp_path):
     result = run_benchmark(
         "curriculum.py", "--family=arithmetic", "--model=tiny", "--steps=2", "--sizes=1,2",

@@ -163,8 +163,14 @@ class RolloutConfig:
     engine_slots: int = 0  # llamacpp: sequences decoding together, 0 = the rollout batch size
     # The engine apart's CPU threads (0: local every core, as the trainer's; process half the
     # cores; llamacpp every core; vllm every core in sync mode, half the cores in async mode,
-    # the update then held to the other half unless trainer.cpu_threads says otherwise)
+    # the update then held to the other half unless trainer.cpu_threads says otherwise);
+    # with engine_replicas, divided among the replicas (at least one each)
     engine_threads: int = 0
+    # How many engines apart generate the training episodes (process, llamacpp, vllm, or local
+    # in async mode), each sent every new version before it plays on it. A conversation's turns
+    # stay on the replica that served its first; other requests go to the replica with the
+    # fewest in flight (native/replicas.py, docs/training/native.md). 1: the one engine.
+    engine_replicas: int = 1
     # vllm: settings of the engine (rllm_agents.engines.vllm.config.VLLMSettings keywords, e.g.
     # rollout.engine_options.dtype=bfloat16, .kv_cache_gib=1, .sync_pause=keep; other names
     # go to vLLM's engine arguments). sync_pause is what a weight push does to the requests

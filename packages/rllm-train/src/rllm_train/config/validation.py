@@ -204,9 +204,35 @@ def _check_ray_rollouts(config: TrainConfig) -> None:
         )
 
 
+def check_engine_replicas(config: TrainConfig, given_engine: str | None = None) -> None:
+    """``rollout.engine_replicas``: at least one, and more only where the episodes come from
+    engines apart. ``auto`` in sync mode is settled once the run is set up
+    (run.defaults.resolve_engine), which checks again with `given_engine` = what was asked."""
+    rollout = config.rollout
+    replicas = rollout.engine_replicas
+    if replicas < 1:  # an integer: the loader has checked its type
+        raise ConfigError(
+            f"rollout.engine_replicas: how many rollout engines to start, at least 1, got "
+            f"{replicas!r}"
+        )
+    if replicas == 1 or rollout.mode == "async" or rollout.engine != "local":
+        return
+    became = (
+        " (rollout.engine=auto became local: llama.cpp cannot play this run)"
+        if given_engine == "auto"
+        else ""
+    )
+    raise ConfigError(
+        f"rollout.engine_replicas={replicas}: replicas are engines apart from the trained "
+        f"model, and rollout.engine=local in rollout.mode=sync samples from the trained model "
+        f"itself{became}; use rollout.engine=process, llamacpp or vllm, or rollout.mode=async"
+    )
+
+
 def _check_rollout_engine(config: TrainConfig) -> None:
     rollout = config.rollout
     _check_engine_options(config)
+    check_engine_replicas(config)
     # auto becomes local wherever an engine apart cannot play (run.defaults.resolve_engine).
     apart = rollout.mode == "async" or rollout.engine not in ("local", "auto")
     if not apart:

@@ -20,6 +20,9 @@ after each update:
   and worker in processes of their own, on cores split from the update's in async mode; full
   weights, or a LoRA policy's adapter, loaded by name after each update (:mod:`.vllm_apart`).
 
+``rollout.engine_replicas`` starts several engines of one of these kinds, each with its
+:class:`EngineShare` of the machine, behind one router (:mod:`.replicas`).
+
 A :class:`WeightSnapshot` is taken on the trainer's thread right after an update: the tensors
 that training changes are cloned, so a push that runs later, on another thread, while the next
 update changes the live weights in place, still sends the weights of that one version.
@@ -50,6 +53,31 @@ class WeightSnapshot:
 
     state_dict: dict[str, torch.Tensor]
     version: int
+
+
+@dataclass(frozen=True)
+class EngineShare:
+    """Which of the run's `count` rollout replicas an engine is (``rollout.engine_replicas``,
+    :mod:`.replicas`): the machine's room for the engine apart - its CPU threads, vLLM's cores
+    and GPU memory - is divided among them, so two replicas do not both spin on every core."""
+
+    index: int = 0
+    count: int = 1
+
+    def part(self, total: int) -> int:
+        """This replica's part of `total` threads (at least one)."""
+        return max(1, total // self.count)
+
+    def slice(self, items: tuple[int, ...]) -> tuple[int, ...]:
+        """This replica's run of `items` (cores): contiguous, the same size for every replica;
+        with fewer items than replicas, replicas share one."""
+        if len(items) < self.count:
+            return (items[self.index % len(items)],)
+        size = len(items) // self.count
+        return items[self.index * size : (self.index + 1) * size]
+
+
+ONE_ENGINE = EngineShare()
 
 
 def snapshot_weights(model: torch.nn.Module, version: int) -> WeightSnapshot:
@@ -220,10 +248,12 @@ def vllm_engine(
     *,
     version: int,
     max_batch_size: int,
+    share: EngineShare = ONE_ENGINE,
 ) -> EngineApart:
     """vLLM serving `model`'s weights after `version` updates (see :mod:`.vllm_apart`): started
     from ``model.name``'s own files, then given the trained weights unless they are still those
-    (a LoRA policy: its adapter, over the base weights)."""
+    (a LoRA policy: its adapter, over the base weights). One of several replicas (`share`)
+    binds its own run of vLLM's cores, or takes its part of the GPU memory vLLM may use."""
     from rllm_agents.engines.vllm.config import VLLMSettings
     from rllm_agents.engines.vllm.engine import VLLMEngine
 
@@ -233,10 +263,12 @@ def vllm_engine(
     options = vllm_apart.engine_settings(config, max_batch_size)
     if settings.on_cpu:
         split = vllm_apart.split_cores(config)
-        options.setdefault("cpu_cores", split.binding)
+        options.setdefault("cpu_cores", split.binding(share.slice(split.engine)))
         threads = vllm_apart.trainer_threads(config, split)
         if threads and next(model.parameters()).device.type == "cpu":
             torch.set_num_threads(threads)  # the update on the cores vLLM left
+    elif share.count > 1:
+        options.setdefault("gpu_memory_utilization", settings.gpu_memory_utilization / share.count)
     try:
         engine = VLLMEngine(config.model.name, tokenizer=tokenizer, settings=settings, **options)
     except (TypeError, ValueError) as error:  # settings vLLM refuses
@@ -260,50 +292,53 @@ def vllm_engine(
     return apart
 
 
-def engine_threads(config: TrainConfig) -> int | None:
-    """The CPU threads of the engine apart (None: torch's default, every core).
+def engine_threads(config: TrainConfig, share: EngineShare = ONE_ENGINE) -> int | None:
+    """The CPU threads of the engine apart, or of one replica of it (None: torch's default,
+    every core).
 
     A LocalEngine in its own process defaults to half the cores: left at every core, it and
     the trainer would each spin a thread per core, and on a small machine the two pools then
-    preempt each other mid-kernel."""
-    if config.rollout.engine_threads:
-        return config.rollout.engine_threads
-    if config.rollout.engine == "process":
-        return max(1, usable_cores() // 2)
-    return None
+    preempt each other mid-kernel. Replicas divide the engine's threads among them for the
+    same reason."""
+    threads = config.rollout.engine_threads
+    if not threads and config.rollout.engine == "process":
+        threads = max(1, usable_cores() // 2)
+    if not threads and share.count > 1:
+        threads = usable_cores()
+    return share.part(threads) if threads else None
 
 
 # What each rollout.engine value starts: (config, model, tokenizer, version, max batch size,
-# autocast dtype) -> the engine apart, serving the weights after `version` updates.
+# autocast dtype, share) -> the engine apart, serving the weights after `version` updates.
 ENGINES_APART: dict[str, Callable[..., EngineApart]] = {
-    "local": lambda config, model, tokenizer, version, batch, autocast: local_copy_engine(
+    "local": lambda config, model, tokenizer, version, batch, autocast, share: local_copy_engine(
         model,
         tokenizer,
         version=version,
         max_batch_size=batch,
         autocast_dtype=autocast,
-        cpu_threads=engine_threads(config),
+        cpu_threads=engine_threads(config, share),
     ),
-    "process": lambda config, model, tokenizer, version, batch, autocast: process_engine(
+    "process": lambda config, model, tokenizer, version, batch, autocast, share: process_engine(
         model,
         tokenizer,
         version=version,
         max_batch_size=batch,
         seed=config.trainer.seed,
         autocast_dtype=autocast,
-        cpu_threads=engine_threads(config),
+        cpu_threads=engine_threads(config, share),
     ),
-    "llamacpp": lambda config, model, tokenizer, version, batch, autocast: llamacpp_engine(
+    "llamacpp": lambda config, model, tokenizer, version, batch, autocast, share: llamacpp_engine(
         model,
         tokenizer,
         version=version,
         shipped=version == 0 and not config.model.init_from,
         max_batch_size=config.rollout.engine_slots or batch,
         seed=config.trainer.seed,
-        threads=engine_threads(config),
+        threads=engine_threads(config, share),
     ),
-    "vllm": lambda config, model, tokenizer, version, batch, autocast: vllm_engine(
-        config, model, tokenizer, version=version, max_batch_size=batch
+    "vllm": lambda config, model, tokenizer, version, batch, autocast, share: vllm_engine(
+        config, model, tokenizer, version=version, max_batch_size=batch, share=share
     ),
 }
 
@@ -316,8 +351,10 @@ def start_engine_apart(
     version: int,
     max_batch_size: int,
     autocast_dtype: Any = None,
+    share: EngineShare = ONE_ENGINE,
 ) -> EngineApart:
     """The engine `config.rollout.engine` names, serving `model`'s current weights, which are
-    those after `version` updates."""
+    those after `version` updates; `share`: which replica it is (:mod:`.replicas` starts
+    ``rollout.engine_replicas`` of them)."""
     start = ENGINES_APART[config.rollout.engine]
-    return start(config, model, tokenizer, version, max_batch_size, autocast_dtype)
+    return start(config, model, tokenizer, version, max_batch_size, autocast_dtype, share)

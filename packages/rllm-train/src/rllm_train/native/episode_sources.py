@@ -28,7 +28,8 @@ from typing import Any
 
 from rllm_train.config import TrainConfig
 from rllm_train.native.async_rollouts import PlayAhead, PlayedStep, is_stale
-from rllm_train.native.engine_apart import snapshot_weights, start_engine_apart
+from rllm_train.native.engine_apart import snapshot_weights
+from rllm_train.native.replicas import replica_metrics, start_engines_apart
 from rllm_train.native.sampler import (
     EpisodeSampler,
     ExecutionSampler,
@@ -297,7 +298,7 @@ class PlayedAhead:
         restored: list[PlayedStep],
     ) -> None:
         config = parts.config
-        apart = start_engine_apart(
+        apart = start_engines_apart(
             config,
             parts.model,
             parts.tokenizer,
@@ -307,11 +308,14 @@ class PlayedAhead:
         )
         self.planner = planner
         self.sampler = execution_sampler(parts, apart=apart.engine)
+        # Each played step's rollout/replica_* metrics (rollout.engine_replicas > 1), taken by
+        # the player as the step ends and handed out with it.
+        self._replica_rows: dict[int, dict[str, float]] = {}
         rollout = config.rollout
         try:
             self.play_ahead = PlayAhead(
                 apart,
-                lambda step: play_step(self.sampler, step),
+                lambda step: self._play(play_step, step),
                 first_step=version,
                 last_step=config.trainer.steps,
                 max_staleness=rollout.max_staleness if rollout.mode == "async" else 0,
@@ -325,6 +329,12 @@ class PlayedAhead:
     @property
     def generating(self) -> EpisodeSampler:
         return self.sampler
+
+    def _play(self, play_step: Callable[[EpisodeSampler, int], Rollout], step: int) -> Rollout:
+        """On the player's thread: step `step`'s episodes, and what each replica did for them."""
+        rollout = play_step(self.sampler, step)
+        self._replica_rows[step] = replica_metrics(self.sampler.engine)
+        return rollout
 
     def take(self, step: int) -> StepEpisodes:
         played, waited = self.play_ahead.take(step)
@@ -345,6 +355,7 @@ class PlayedAhead:
             "async/wait_s": waited,
             "async/version": played.version,
             "async/dropped_stale": keep.count(False),
+            **self._replica_rows.pop(step, {}),  # none for a step a checkpoint kept
         }
         return StepEpisodes(rollout, plan.kept(keep), played.version, origin)
 

@@ -42,10 +42,10 @@ class CoreSplit:
     engine: tuple[int, ...]
     trainer: tuple[int, ...]
 
-    @property
-    def binding(self) -> str:
-        """vLLM's binding list ("1" or "0,1")."""
-        return ",".join(map(str, self.engine))
+    def binding(self, cores: tuple[int, ...] | None = None) -> str:
+        """vLLM's binding list ("1" or "0,1"): of the engine's cores, or of `cores` (one
+        replica's run of them, ``EngineShare.slice``)."""
+        return ",".join(map(str, self.engine if cores is None else cores))
 
 
 def usable_core_ids() -> list[int]:

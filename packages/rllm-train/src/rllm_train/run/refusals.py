@@ -106,6 +106,15 @@ REFUSALS: tuple[Refusal, ...] = (
     ),
     Refusal(
         VERL,
+        lambda c: c.rollout.engine_replicas > 1,
+        lambda c: (
+            "rollout.engine_replicas: replicas of the native trainer's engine apart; the verl "
+            "backend starts its own rollout replicas, one per rollout server on its GPUs "
+            "(verl.rollout_gpus_per_node, verl.tensor_parallel_size)"
+        ),
+    ),
+    Refusal(
+        VERL,
         lambda c: c.reward.judge.on,
         lambda c: (
             "reward.judge.mode: the judge scores episodes in the native trainer's step; "

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rllm_train.config import ConfigError, TrainConfig
+from rllm_train.config.validation import check_engine_replicas
 from rllm_train.datasets import RunData, run_data
 from rllm_train.run.algorithm import Algorithm, algorithm
 from rllm_train.run.curriculum import Curriculum, curriculum_for_run
@@ -73,11 +74,13 @@ def setup_run(
     names what is wrong or what that backend cannot honour."""
     backend = backend or config.trainer.backend
     multiagent = is_multiagent(config.env.id)
+    given_engine = config.rollout.engine
     resolve_engine(config, backend, multiagent)  # before the refusals, which read them
     resolve_lr(config)
     refused = refusals(config, backend)
     if refused:
         raise ConfigError("; ".join(refused))
+    check_engine_replicas(config, given_engine)  # auto may have become the trained model
     data = RunData() if multiagent else run_data(config)
     env = env_spec(config.env, env_class)
     resolve_max_turns(config, env, multiagent)
