@@ -4,7 +4,9 @@ each, so one training or rollout process each in rllm's CPU mode).
 
 * verl's one-step-off trainer: its actor and its rollout land on different nodes.
 * verl's synchronous trainer with ``verl.nnodes=2``: 2 training processes, one per node (FSDP2
-  over gloo, a LoRA adapter), and 2 rollout replicas, each beside its training process. Both
+  over gloo), training PPO with a KL loss: a LoRA actor whose base weights are the reference,
+  and a critic, all sharded over both; and 2 rollout replicas, each beside its training
+  process. Both
   replicas serve turns and both get every weight sync. Then the worker node is killed after
   step 2 is saved: the run stops within seconds with one line saying so, and ``--resume`` on
   the head alone (1 training process) regathers the checkpoint the 2 processes saved and
@@ -36,7 +38,9 @@ pytestmark = pytest.mark.slow
 
 TRAINING_WORKER = "create_colocated_worker_cls.<locals>.WorkerDict"  # verl's training actors
 ROLLOUT_SERVER = "LocalEngineServer"  # rllm's rollout server, one per replica
-LORA = ("model.lora_rank=8", "model.lora_alpha=16")
+# PPO: a critic beside the actor; a KL loss: the reference (a LoRA actor's base weights).
+PPO_LORA_KL = ("--algorithm", "ppo", "algorithm.kl_coef=0.01", "model.lora_rank=8",
+               "model.lora_alpha=16")  # fmt: skip
 TWO_NODES = ("verl.nnodes=2", "verl.n_gpus_per_node=1")
 HEAD_ONLY = ("verl.nnodes=1", "verl.n_gpus_per_node=1")
 # A step takes a few seconds: the run has steps left to lose when the node is killed.
@@ -105,7 +109,7 @@ def node_lost_and_resumed(cluster, one_step_off, tmp_path_factory) -> dict:
     saved; resumed on the head alone. (After `one_step_off`: it needs both nodes alive.)"""
     output = tmp_path_factory.mktemp("two-nodes")
     started = time.time()
-    command, env = on_cluster(cluster, output, *TWO_NODES, *LORA, *STEPS)
+    command, env = on_cluster(cluster, output, *TWO_NODES, *PPO_LORA_KL, *STEPS)
     with subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                           text=True) as process:  # fmt: skip
         try:
@@ -125,7 +129,7 @@ def node_lost_and_resumed(cluster, one_step_off, tmp_path_factory) -> dict:
         finally:
             if process.poll() is None:
                 process.kill()
-    command, env = on_cluster(cluster, output, *HEAD_ONLY, *LORA, *STEPS, "--resume")
+    command, env = on_cluster(cluster, output, *HEAD_ONLY, *PPO_LORA_KL, *STEPS, "--resume")
     resumed = subprocess.run(
         command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900
     )
@@ -177,13 +181,15 @@ def test_resume_on_the_nodes_left_trains_on_from_the_two_process_checkpoint(
     assert [row["step"] for row in rows] == [1, 2, 3, 4, 5, 6]
     for row in rows:
         assert math.isfinite(row["grad_norm"]) and row["grad_norm"] > 0, row
+        assert row["critic/grad_norm"] > 0 and math.isfinite(row["kl_loss"]), row
         assert row["prob_gap_max"] < PROB_GAP_TOLERANCE, row
     # The first resumed step: one replica, holding the regathered weights of update `saved`.
     resumed = rows[saved]
     assert resumed["rollout/replica_weights/0"] == saved, resumed
     assert "rollout/replica_turns/1" not in resumed
     checkpoints = run["output"] / "checkpoints"
-    assert (checkpoints / f"global_step_{saved}/actor/model_world_size_2_rank_1.pt").is_file()
-    assert (checkpoints / "global_step_6/actor/model_world_size_1_rank_0.pt").is_file()
-    latest = json.loads((checkpoints / "global_step_6/actor/fsdp_config.json").read_text())
-    assert latest["world_size"] == 1
+    for model in ("actor", "critic"):  # both saved by 2 processes, both resumed in 1
+        assert (checkpoints / f"global_step_{saved}/{model}/model_world_size_2_rank_1.pt").is_file()
+        assert (checkpoints / f"global_step_6/{model}/model_world_size_1_rank_0.pt").is_file()
+        latest = json.loads((checkpoints / f"global_step_6/{model}/fsdp_config.json").read_text())
+        assert latest["world_size"] == 1
