@@ -5,11 +5,11 @@ layout differs:
 
     1p-1r     1 training process, 1 rollout replica (verl's synchronous trainer)
     2p-2r     2 training processes (FSDP2 over 2 ranks), 2 replicas, one beside each
-    2p-1r     2 training processes, 1 replica spanning both (tensor_parallel_size=2)
     osf-1r    verl's one-step-off trainer: 1 training process, 1 rollout process apart
     osf-2r    the same with 2 rollout replicas apart
 
-On a machine without GPUs each process is a CPU process sharing the same cores, so more of them
+(2 training processes sharing 1 replica, ``verl.tensor_parallel_size=2``, needs GPUs: on a CPU
+every replica is one LocalEngine.) On a machine without GPUs each process is a CPU process sharing the same cores, so more of them
 cannot be faster here: what the table shows is the coordination each one adds (gloo
 collectives, the sharded update, weight sync to every replica, load balancing) - what a cluster
 user pays for the parallelism a GPU cluster gives back. Printed per side: median step time and
@@ -34,7 +34,6 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 SIDES: dict[str, tuple[str, ...]] = {
     "1p-1r": ("verl.n_gpus_per_node=1",),
     "2p-2r": ("verl.n_gpus_per_node=2",),
-    "2p-1r": ("verl.n_gpus_per_node=2", "verl.tensor_parallel_size=2"),
     "osf-1r": ("verl.mode=one_step_off", "verl.rollout_gpus_per_node=1"),
     "osf-2r": ("verl.mode=one_step_off", "verl.rollout_gpus_per_node=2"),
 }
@@ -51,6 +50,7 @@ def side_command(side: str, output: Path, args: argparse.Namespace) -> list[str]
         "--output", str(output), "--no-progress", "trainer.validate_held_out=false",
         "trainer.save_every=0", "model.lora_rank=0", "rollout.tasks_per_step=4", "rollout.n=2",
         "rollout.max_turns=2", "rollout.max_response_tokens=16", "verl.agent_workers=1",
+        "trainer.micro_batch_size=2",  # each of 2 processes' 4 samples: 2 micro-batches
         *SIDES[side], *args.overrides,
     ]  # fmt: skip
 

@@ -75,7 +75,7 @@ def test_composed_config_carries_our_settings_through_verls_dataclasses(prepared
 
 
 def test_ppo_gets_a_critic_from_the_policy_weights(tmp_path):
-    spec = spec_for(tmp_path, algorithm="ppo", n_samples=1, max_tasks=8)
+    spec = spec_for(tmp_path, algorithm="ppo", n_samples=1, max_tasks=8, micro_batch_size_per_gpu=1)
     config = compose_verl_config(spec, RunFiles(tmp_path / "run"))
     assert config.algorithm.adv_estimator == "gae"
     assert config.critic.enable is True
@@ -100,8 +100,19 @@ def test_ppo_gets_a_critic_from_the_policy_weights(tmp_path):
         ({"lora_rank": 1024}, "LoRA ranks up to 512"),
         ({"agent": "rllm_agents.no_such_module:Agent"}, "env.agent .*cannot import"),
         ({"agent": "NoColon"}, "env.agent 'NoColon': not of the form module:name"),
-        # verl's own check: 3 tasks x 3 samples cannot be split over 8 GPUs.
-        ({"train_batch_size": 3, "n_samples": 3, "mini_batch_size": 3}, "divisible"),
+        # 3 tasks x 3 samples cannot be split over 8 training processes.
+        ({"train_batch_size": 3, "n_samples": 3, "mini_batch_size": 3}, "9 samples .* for 8"),
+        # 4 samples each for 2 processes: not a whole number of micro-batches of 8 (verl would
+        # stop inside a worker with an assertion).
+        (
+            {
+                "n_gpus_per_node": 2,
+                "train_batch_size": 4,
+                "n_samples": 2,
+                "micro_batch_size_per_gpu": 8,
+            },
+            "whole number of micro-batches of 8",
+        ),  # fmt: skip
     ],
 )
 def test_unsupported_combinations_fail_before_ray_with_a_reason(tmp_path, changes, message):

@@ -201,6 +201,26 @@ def _vllm_cpu_problems(spec: VerlRunSpec) -> list[str]:
     return []
 
 
+def _per_process_problems(spec: VerlRunSpec) -> list[str]:
+    """verl splits each step's samples (and each mini-batch's) evenly over the training
+    processes, then each process's share into micro-batches; a share that does not split stops
+    the run inside a worker with an assertion. Said here instead, with what to change."""
+    processes = spec.n_gpus
+    if processes < 1 or spec.micro_batch_size_per_gpu < 1 or spec.n_samples < 1:
+        return []  # refused elsewhere, by name
+    mini_batch = spec.mini_batch_size or spec.train_batch_size
+    for what, tasks in (("a step", spec.train_batch_size), ("a mini-batch", mini_batch)):
+        samples = tasks * spec.n_samples
+        if samples % processes or (samples // processes) % spec.micro_batch_size_per_gpu:
+            return [
+                f"{what} has {samples} samples ({tasks} tasks x {spec.n_samples}) for {processes} "
+                f"training process(es): each share must be a whole number of micro-batches of "
+                f"{spec.micro_batch_size_per_gpu} (trainer.micro_batch_size); change it, "
+                "rollout.tasks_per_step or rollout.n"
+            ]
+    return []
+
+
 def validate_spec(spec: VerlRunSpec) -> None:
     """Raise :class:`VerlConfigError` listing every problem (all at once, not the first)."""
     problems = _positive(
@@ -270,6 +290,7 @@ def validate_spec(spec: VerlRunSpec) -> None:
         )
     if spec.temperature < 0:
         problems.append(f"temperature must be >= 0, got {spec.temperature}")
+    problems.extend(_per_process_problems(spec))
     for override in spec.overrides:
         if "=" not in override:
             problems.append(f"verl override {override!r} is not of the form key=value")
