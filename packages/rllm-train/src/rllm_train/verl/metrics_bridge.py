@@ -84,7 +84,14 @@ def native_row(step: int, data: Mapping[str, Any]) -> dict[str, Any]:
     ]
     if validation:
         row["val/reward_mean"] = sum(validation) / len(validation)
-    row.update({key: value for key, value in metrics.items() if key not in row})
+    # verl's own names for the rest; the replica figures only under theirs (set above).
+    row.update(
+        {
+            key: value
+            for key, value in metrics.items()
+            if key not in row and not key.startswith(REPLICA_PREFIX)
+        }
+    )
     return row
 
 

@@ -2,7 +2,7 @@
 
 verl loads this package in every process of a run through its extension hook
 (``VERL_USE_EXTERNAL_MODULES=rllm_train.verl.cpu``), set by :mod:`rllm_train.verl.cpu.runner`
-only for CPU runs. Importing it
+for every run. In a CPU run (``RLLM_VERL_CPU=1``) importing it
 
 * registers the ``cpu`` platform (:mod:`~rllm_train.verl.cpu.cpu_platform`), which
   ``VERL_PLATFORM=cpu`` selects;
@@ -60,12 +60,12 @@ def install_for_every_run() -> None:
 
 
 def install_cpu_mode() -> None:
-    check_verl_version()
+    check_verl_version()  # before anything that patches verl's internals
     import rllm_train.verl.cpu.cpu_platform  # noqa: F401  (registers the cpu platform)
     from rllm_train.verl.cpu.patches import apply
     from rllm_train.verl.cpu.vllm_distribution import alias_cpu_distribution
 
-    apply()
+    apply()  # before the rollout registration imports verl's worker modules
     alias_cpu_distribution()  # before verl's vLLM rollout reads vLLM's version
     install_for_every_run()
 
