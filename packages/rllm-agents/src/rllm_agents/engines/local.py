@@ -36,11 +36,11 @@ import contextlib
 import queue
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rllm_agents.engines import running_batch
+from rllm_agents.engines import running_batch, scoring
 from rllm_agents.engines.base import ContextOverflow, EngineError, ModelOutput, SamplingParams
 from rllm_agents.engines.prompting import prompt_ids_for
 from rllm_agents.engines.running_batch import RunningBatch
@@ -267,16 +267,9 @@ class LocalEngine:
             if hasattr(state_dict_or_model, "state_dict")
             else state_dict_or_model
         )
-        with self._swap:
-            self._pending_swaps += 1  # the worker stops admitting requests from here on
-            try:
-                while self._decoding:
-                    self._swap.wait()
-                missing, unexpected = self.model.load_state_dict(state_dict, strict=False)
-                self.policy_version = (self.policy_version or 0) + 1 if version is None else version
-            finally:
-                self._pending_swaps -= 1
-                self._swap.notify_all()
+        with self._between_batches():
+            missing, unexpected = self.model.load_state_dict(state_dict, strict=False)
+            self.policy_version = (self.policy_version or 0) + 1 if version is None else version
         # Tied embeddings may legitimately be absent; any other mismatch is a real error.
         missing = [k for k in missing if k not in tied_keys(self.model)]
         if missing or unexpected:
@@ -284,6 +277,39 @@ class LocalEngine:
                 f"update_weights: state dict does not match the model "
                 f"(missing {missing[:5]}, unexpected {list(unexpected)[:5]})"
             )
+
+    async def prompt_logprobs(self, token_ids: Sequence[int], start: int = 1) -> list[float]:
+        """The model's log-prob of each given token from `start` on (engines/scoring.py): one
+        forward pass, taken between two decoding steps as a weight swap is (the model serves
+        one or the other at a time). A model that brings its own batch operations scores with
+        them (llama.cpp: engines/llamacpp/scoring.py)."""
+        if self._closed:
+            raise EngineError("LocalEngine is closed")
+        ids = scoring.checked_request(token_ids, start, self.context_length)
+        return await asyncio.to_thread(self._score, ids, start)
+
+    def _score(self, ids: list[int], start: int) -> list[float]:
+        with self._between_batches():
+            own = getattr(self._ops, "prompt_logprobs", None)
+            if own is not None:
+                return own(ids, start)
+            return scoring.transformers_prompt_logprobs(
+                self.model, ids, start, self.device, self.autocast_dtype
+            )
+
+    @contextlib.contextmanager
+    def _between_batches(self) -> Iterator[None]:
+        """Hold the model while no sequence decodes: the worker admits no request meanwhile,
+        and this waits for the running ones to finish first."""
+        with self._swap:
+            self._pending_swaps += 1  # the worker stops admitting requests from here on
+            try:
+                while self._decoding:
+                    self._swap.wait()
+                yield
+            finally:
+                self._pending_swaps -= 1
+                self._swap.notify_all()
 
     async def aclose(self) -> None:
         self.close()

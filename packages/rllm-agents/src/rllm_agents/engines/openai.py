@@ -34,6 +34,7 @@ import json
 import logging
 import random
 import ssl
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -42,6 +43,7 @@ from yarl import URL
 
 from rllm_agents import json_codec
 from rllm_agents.chat.tito import render_prompt_ids
+from rllm_agents.engines import openai_scoring
 from rllm_agents.engines.base import (
     ContextOverflow,
     EngineError,
@@ -50,6 +52,7 @@ from rllm_agents.engines.base import (
     SamplingParams,
 )
 from rllm_agents.engines.prompting import check_one_prompt
+from rllm_agents.engines.scoring import checked_request
 from rllm_agents.engines.slots import ServingSlots
 
 log = logging.getLogger(__name__)
@@ -109,6 +112,7 @@ class OpenAIEngine:
         self.backoff_max_s = backoff_max_s
         self.extra_body = dict(extra_body or {})
         self.token_prompts_supported: bool | None = None  # learnt on first token prompt
+        self._scoring_ask = 0  # openai_scoring.ASKS' first the server answers, learnt on use
         self._jitter = random.Random(seed)
         self._headers = {**headers, "Content-Type": "application/json"}
         self._timeout = aiohttp.ClientTimeout(total=timeout)
@@ -219,11 +223,32 @@ class OpenAIEngine:
         return self._attach_tokens(output, data, choice, logprobs, sampling)
 
     async def _complete_ids(self, prompt_ids: list[int], sampling: SamplingParams) -> ModelOutput:
+        body = {**sampling.request_fields(), "model": self.model}
+        if sampling.logprobs:
+            body["logprobs"] = 1
+        data, queued, _ = await self._post_prompt(prompt_ids, body)
+        choice = _first_choice(data)
+        logprobs = list((choice.get("logprobs") or {}).get("token_logprobs") or [])
+        output = ModelOutput(
+            text=choice.get("text") or "",
+            finish_reason=choice.get("finish_reason") or "stop",
+            prompt_ids=list(prompt_ids),
+            queue_time=queued,
+        )
+        return self._attach_tokens(output, data, choice, logprobs, sampling)
+
+    async def _post_prompt(
+        self, prompt_ids: list[int], body: dict[str, Any]
+    ) -> tuple[dict[str, Any], float, bool]:
+        """``/completions`` with `prompt_ids` as the prompt: token ids where the server takes
+        them, else the detokenised text. (answer, seconds queued, whether it went as text)."""
         if self.token_prompts_supported is not False:
             try:
-                output = await self._completions(prompt_ids, prompt_ids, sampling)
+                data, queued = await self._post(
+                    "/completions", {**body, "prompt": prompt_ids, **self.extra_body}, True
+                )
                 self.token_prompts_supported = True
-                return output
+                return data, queued, False
             except _TokenPromptRejected:
                 if self.tokenizer is None:
                     raise EngineError(
@@ -237,26 +262,23 @@ class OpenAIEngine:
         text = self.tokenizer.decode(
             prompt_ids, skip_special_tokens=False, clean_up_tokenization_spaces=False
         )
-        return await self._completions(text, prompt_ids, sampling)
+        data, queued = await self._post("/completions", {**body, "prompt": text, **self.extra_body})
+        return data, queued, True
 
-    async def _completions(
-        self, prompt: str | list[int], prompt_ids: list[int], sampling: SamplingParams
-    ) -> ModelOutput:
-        body = {**sampling.request_fields(), "model": self.model, "prompt": prompt}
-        if sampling.logprobs:
-            body["logprobs"] = 1
-        data, queued = await self._post(
-            "/completions", {**body, **self.extra_body}, token_prompt=isinstance(prompt, list)
-        )
-        choice = _first_choice(data)
-        logprobs = list((choice.get("logprobs") or {}).get("token_logprobs") or [])
-        output = ModelOutput(
-            text=choice.get("text") or "",
-            finish_reason=choice.get("finish_reason") or "stop",
-            prompt_ids=list(prompt_ids),
-            queue_time=queued,
-        )
-        return self._attach_tokens(output, data, choice, logprobs, sampling)
+    async def prompt_logprobs(self, token_ids: Sequence[int], start: int = 1) -> list[float | None]:
+        """The served model's log-prob of each given token from `start` on (engines/scoring.py),
+        asked for as the server answers it (engines/openai_scoring.py: the prompt's echo, or
+        vLLM's prompt_logprobs). None where the server gives none."""
+        ids = checked_request(token_ids, start)
+        for ask in openai_scoring.ASKS[self._scoring_ask :]:
+            data, _, as_text = await self._post_prompt(ids, {"model": self.model, **ask})
+            text = openai_scoring.TextPrompt.of(self.tokenizer, ids) if as_text else None
+            values = openai_scoring.answered_logprobs(_first_choice(data), ids, text)
+            if values is not None:
+                return values[start:]
+            self._scoring_ask += 1  # this server does not answer that ask: the next one
+        self._scoring_ask = 0  # perhaps another model of the same server answers
+        raise openai_scoring.no_logprobs_error(self.base_url, self.model)
 
     def _attach_tokens(
         self,

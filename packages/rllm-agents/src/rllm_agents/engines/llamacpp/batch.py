@@ -147,6 +147,13 @@ class LlamaCppModel:
     def eval(self) -> LlamaCppModel:
         return self
 
+    def prompt_logprobs(self, token_ids: list[int], start: int) -> list[float]:
+        """The log-prob of each given token from `start` on (``LocalEngine.prompt_logprobs``
+        calls it between decoding steps; engines/llamacpp/scoring.py)."""
+        from rllm_agents.engines.llamacpp.scoring import prompt_logprobs
+
+        return prompt_logprobs(self, token_ids, start)
+
     def load_state_dict(self, state_dict: Any, strict: bool = False) -> tuple[list, list]:
         """Serve these HF-named weights from now on: exported into a GGUF shaped like the
         served one, then loaded in place of it. A name without a GGUF tensor, or a GGUF tensor

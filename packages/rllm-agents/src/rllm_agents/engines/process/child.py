@@ -102,6 +102,9 @@ class ChildServer:
         if kind == "together":
             (calls,) = payload
             return await self.engine.generate_together(calls)
+        if kind == "score":
+            token_ids, start = payload
+            return await self.engine.prompt_logprobs(token_ids, start)
         if kind == "weights":
             packed, version = payload
             state_dict = unpack(packed)

@@ -12,8 +12,8 @@ What crosses the process boundary:
   first), the weights packed into one shared-memory buffer (``packed_weights``; one CUDA
   allocation sent by IPC handle on a GPU), so the child maps them instead of reading them
   through a pipe;
-* each request's arguments and each answer (``ModelOutput``, or the exception the child raised:
-  a ``ContextOverflow`` stays a ``ContextOverflow``);
+* each request's arguments and each answer (``ModelOutput``, a scored sequence's log-probs, or
+  the exception the child raised: a ``ContextOverflow`` stays a ``ContextOverflow``);
 * weights: ``update_weights(state_dict, version)`` packs the tensors into a fresh buffer the
   same way and blocks until the child has loaded them (the LocalEngine's swap: no sequence mixes two
   versions). The trainer's own tensors are never moved or aliased.
@@ -130,6 +130,10 @@ class ProcessEngine:
     ) -> list[ModelOutput | Exception]:
         """As ``LocalEngine.generate_together``: one round, admitted as one batch in the child."""
         return await self._awaited("together", [dict(call) for call in calls])
+
+    async def prompt_logprobs(self, token_ids: Sequence[int], start: int = 1) -> list[float]:
+        """The child's LocalEngine scores the given tokens from `start` on (engines/scoring.py)."""
+        return await self._awaited("score", [int(token) for token in token_ids], start)
 
     def update_weights(self, state_dict_or_model: Any, *, version: int | None = None) -> None:
         """Load new weights (a state dict with the served model's names, or a model) in the

@@ -134,6 +134,37 @@ class VLLMEngine(VLLMFront):
             if self.policy.aborting_syncs == aborting_syncs or not _aborted(final):
                 return _model_output(final, prompt_ids, policy.version)
 
+    async def _prompt_logprobs(self, token_ids: list[int], start: int) -> list[float]:
+        """On the engine's loop: vLLM's prompt log-probs of `token_ids` (``prompt_logprobs=0``:
+        each prompt token's own, and none of its rivals), one token generated and dropped."""
+        from vllm.sampling_params import RequestOutputKind
+
+        params = self._vllm.SamplingParams(
+            temperature=1.0,
+            max_tokens=1,
+            prompt_logprobs=0,
+            detokenize=False,
+            output_kind=RequestOutputKind.FINAL_ONLY,
+        )
+        request_id = f"rllm-score-{next(self._request_ids)}"
+        async with self.policy.lease() as policy:
+            final = None
+            try:
+                async for output in self._engine.generate(
+                    {"prompt_token_ids": token_ids},
+                    params,
+                    request_id,
+                    lora_request=policy.lora_request,
+                ):
+                    final = output
+            except Exception as exc:  # noqa: BLE001 - surfaced as the engine's error types
+                raise _engine_error(exc) from exc
+        scored = getattr(final, "prompt_logprobs", None)
+        if not scored or len(scored) != len(token_ids):
+            raise EngineError("vLLM returned no prompt log-probs")
+        # Position t holds {token id: Logprob} for token t (None at t = 0, which has no context).
+        return [float(scored[t][token_ids[t]].logprob) for t in range(start, len(token_ids))]
+
     def _sampling_params(self, sampling: SamplingParams) -> Any:
         from vllm.sampling_params import RequestOutputKind
 

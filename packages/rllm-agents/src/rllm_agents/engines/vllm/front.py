@@ -2,7 +2,8 @@
 
 A subclass owns a loop thread (``_thread``, engines/loop_thread.py), a tokenizer and a
 ``policy`` (vllm_policy.PolicyState), and says how one request is generated on that loop
-(``_generate``) and how it stops (``close``). Here: rendering chats to token ids, handing the
+(``_generate``), how a given sequence is scored (``_prompt_logprobs``, engines/scoring.py) and how it
+stops (``close``). Here: rendering chats to token ids, handing the
 request to the engine's loop from whatever loop the caller is on, weight and LoRA syncs, and
 closing from async code.
 """
@@ -10,10 +11,12 @@ closing from async code.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 from rllm_agents.engines.base import EngineError, ModelOutput, SamplingParams
 from rllm_agents.engines.prompting import prompt_ids_for
+from rllm_agents.engines.scoring import checked_request
 
 
 class VLLMFront:
@@ -42,6 +45,18 @@ class VLLMFront:
 
     async def _generate(self, prompt_ids: list[int], sampling: SamplingParams) -> ModelOutput:
         """On the engine's loop: one request, under a lease on the policy."""
+        raise NotImplementedError
+
+    async def prompt_logprobs(self, token_ids: Sequence[int], start: int = 1) -> list[float | None]:
+        """The served model's log-prob of each given token from `start` on (engines/scoring.py),
+        with the policy in force when the request starts."""
+        ids = checked_request(token_ids, start, getattr(self, "context_length", None))
+        if not self._thread.running:
+            raise EngineError(self.closed_message)
+        return await self._thread.run(self._prompt_logprobs(ids, start))
+
+    async def _prompt_logprobs(self, token_ids: list[int], start: int) -> list[float | None]:
+        """On the engine's loop: one scoring request, under a lease on the policy."""
         raise NotImplementedError
 
     async def update_weights(self, state_dict: Any, *, version: int) -> dict[str, float]:

@@ -175,6 +175,11 @@ class VLLMServerEngine(VLLMFront):
         output.policy_version = policy.version
         return output
 
+    async def _prompt_logprobs(self, token_ids: list[int], start: int) -> list[float | None]:
+        async with self.policy.lease() as policy:
+            name = policy.lora_request.lora_name if policy.lora_request else None
+            return await self._client(name).prompt_logprobs(token_ids, start)
+
     def _client(self, adapter: str | None) -> Any:
         from rllm_agents.engines.openai import OpenAIEngine
 
