@@ -1,7 +1,7 @@
 """What serving an env costs: rllm/FrozenLake-v0 played over ``rllm-envs serve`` (loopback
 WebSocket, the server in its own process) against the same env played in-process.
 
-    python benchmarks/serve_overhead.py [--steps 3000] [--sessions 256] [--seconds 10]
+    python benchmarks/serve_overhead.py [--steps 3000] [--sessions 256] [--seconds 10] [--uvloop]
 
 Two figures, side by side in one run:
 
@@ -11,14 +11,19 @@ Two figures, side by side in one run:
 * **throughput**: `--sessions` sessions at once, each playing episodes of random moves for
   `--seconds`; steps/s over the socket against the same number of envs stepped in-process by
   ``astep`` on one event loop (what the execution engine does with local envs). Goal: 90 %.
+  Beside them, the floor of the transport itself: the same client against a bare aiohttp
+  WebSocket server (its own process) that answers every message with a fixed step reply and
+  holds no env. No env server written on aiohttp can carry more steps/s than that.
 
-The client is aiohttp in this process; the server is the installed command.
+The client is aiohttp in this process; the server is the installed command. ``--uvloop`` runs
+the client, the server and the bare server on uvloop's event loop.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import random
 import signal
@@ -47,11 +52,41 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def start_server(max_sessions: int) -> tuple[subprocess.Popen, str]:
+# A served step's reply as rllm-envs serve sends it (the size matters, not the text).
+FIXED_REPLY = {"type": "observation", "data": {
+    "observation": {"text": "You are on a 4x4 frozen lake. S F F F / F H F H / F F F H / H F F G"},
+    "reward": 0.0, "done": False, "truncated": False, "info": {"step": 1}}}  # fmt: skip
+# Run as `python -c`: the bare server (no env), answering every message with FIXED_REPLY.
+BARE_SERVER = """
+import asyncio, json, sys
+from aiohttp import web
+reply = sys.argv[2]
+async def session(request):
+    ws = web.WebSocketResponse()
+    await ws.prepare(request)
+    async for _ in ws:
+        await ws.send_str(reply)
+    return ws
+app = web.Application()
+app.router.add_get("/ws", session)
+web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=lambda _: print("serving", flush=True))
+"""
+UVLOOP_FIRST = "import asyncio, uvloop; asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())\n"
+
+
+def start_server(
+    max_sessions: int, uvloop: bool, bare: bool = False
+) -> tuple[subprocess.Popen, str]:
     port = free_port()
+    prefix = UVLOOP_FIRST if uvloop else ""
+    if bare:
+        program = prefix + BARE_SERVER
+        arguments = [str(port), json.dumps(FIXED_REPLY)]
+    else:
+        program = prefix + "import sys; from rllm_envs.__main__ import main; sys.exit(main())"
+        arguments = ["serve", ENV_ID, "--port", str(port), "--max-sessions", str(max_sessions)]
     process = subprocess.Popen(
-        [sys.executable, "-m", "rllm_envs", "serve", ENV_ID, "--port", str(port),
-         "--max-sessions", str(max_sessions)],
+        [sys.executable, "-c", program, *arguments],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )  # fmt: skip
@@ -157,14 +192,24 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--sessions", type=int, default=256)
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--uvloop", action="store_true", help="every side on uvloop's loop")
     args = parser.parse_args()
+    if args.uvloop:
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
     actions = [random.Random(0).choice(MOVES) for _ in range(args.steps)]
     local = in_process_step_seconds(actions)
-    process, url = start_server(max(args.sessions, 1))
+    process, url = start_server(max(args.sessions, 1), args.uvloop)
     try:
         served = asyncio.run(served_step_seconds(url, actions))
         served_rate = asyncio.run(served_throughput(url, args.sessions, args.seconds))
+    finally:
+        stop_server(process)
+    process, url = start_server(max(args.sessions, 1), args.uvloop, bare=True)
+    try:
+        bare_rate = asyncio.run(served_throughput(url, args.sessions, args.seconds))
     finally:
         stop_server(process)
     local_rate = asyncio.run(in_process_throughput(args.sessions, args.seconds))
@@ -179,7 +224,10 @@ def main() -> None:
     print(f"\n{args.sessions} sessions at once for {args.seconds:g} s (steps/s):")
     print(f"  in-process (astep, one loop): {local_rate:10.0f}")
     print(f"  served (loopback WebSocket):  {served_rate:10.0f}")
+    print(f"  bare WebSocket, no env:       {bare_rate:10.0f}")
     print(f"  served / in-process: {served_rate / local_rate:.3f} (goal >= {THROUGHPUT_GOAL})")
+    print(f"  bare / in-process:   {bare_rate / local_rate:.3f} (the transport's ceiling)")
+    print(f"  served / bare:       {served_rate / bare_rate:.3f}")
 
 
 if __name__ == "__main__":
