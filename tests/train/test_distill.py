@@ -30,7 +30,7 @@ from rllm_train.native.batch import TrainSequence, episodes_to_sequences, model_
 from rllm_train.native.distill_trainer import DistillTrainer
 from rllm_train.native.models import load_for_training
 from rllm_train.native.policy_update import PolicyUpdate
-from rllm_train.native.teacher import load_teacher, teacher_source
+from rllm_train.native.teacher import check_teacher, load_teacher, teacher_source
 from rllm_train.native.trainers import trainer_class
 
 from tests.benchmark_runs import run_benchmark
@@ -299,6 +299,11 @@ def test_a_lora_run_folder_is_a_teacher(tmp_path, tiny_model):
         assert not torch.allclose(teacher(ids).logits, load_model(tiny_model)(ids).logits)
     # A checkpoint folder inside the run names the same teacher.
     assert teacher_source(str(run / "checkpoints")).checkpoint == source.checkpoint
+    # No server holds a run's checkpoint: an openai teacher is the server's own model.
+    served = {"distill.engine": "openai", "distill.base_url": "http://127.0.0.1:9/v1"}
+    config = build_config(overrides=distill_overrides(tmp_path / "kd", tiny_model, run, **served))
+    with pytest.raises(ConfigError, match="no server holds"):
+        check_teacher(config)
 
 
 def test_the_cli_distils_and_reports_the_teacher(tmp_path, tiny_model, capsys):
@@ -332,9 +337,20 @@ def test_refusals_name_the_key_and_what_works(tmp_path, tiny_model, capsys):
         "verl 0.9.1",
     )
     assert_main_fails(capsys, [*base, *teacher, "--backend", "verl"], "distill.teacher", "verl")
-    for engine in ("vllm", "llamacpp", "process", "openai"):
-        assert_main_fails(capsys, [*base, *teacher, f"distill.engine={engine}"], "distill.engine")
-    assert_main_fails(capsys, [*base, *teacher, "distill.engine=x"], "not one of local")
+    engines = "not one of local, process, vllm, llamacpp, openai"
+    assert_main_fails(capsys, [*base, *teacher, "distill.engine=x"], "distill.engine", engines)
+    # What a serving engine cannot do (tests/train/test_distill_served.py runs each).
+    openai = [*base, *teacher, "distill.engine=openai"]
+    assert_main_fails(capsys, openai, "distill.base_url", "server already running")
+    assert_main_fails(
+        capsys,
+        [*openai, "distill.base_url=http://127.0.0.1:9/v1", "distill.api_key_env=RLLM_NO_KEY"],
+        "distill.api_key_env",
+        "is not set",
+    )
+    assert_main_fails(capsys, [*openai, "distill.slots=-1"], "distill.slots")
+    llamacpp = [*base, *teacher, "distill.engine=llamacpp"]
+    assert_main_fails(capsys, llamacpp, "distill.engine=llamacpp", "SmolLM2-shaped")
     assert_main_fails(capsys, [*base, *teacher, "distill.weight=0"], "distill.weight")
     assert_main_fails(
         capsys,

@@ -193,7 +193,8 @@ def build_parser() -> CommandParser:
         metavar="NAME|PATH|RUN",
         help="on-policy distillation: a teacher that scores every token the student generates "
         "(--algorithm distill, or added to an RL algorithm's advantages at distill.weight); a "
-        "model --model accepts or a run folder (docs/training/distill.md)",
+        "model --model accepts or a run folder, served by distill.engine: local (default), "
+        "process, vllm, llamacpp, or openai at distill.base_url (docs/training/distill.md)",
     )
     parser.add_argument(
         "--no-progress", action="store_true", help="no progress bar (e.g. in CI logs)"

@@ -21,21 +21,12 @@ if TYPE_CHECKING:
     from rllm_train.config import TrainConfig
 
 LOCAL = "local"
-# The engines that serve the teacher's log-probs of a given token sequence.
-TEACHER_ENGINES = (LOCAL,)
-# Engines the rest of rllm knows, and why none of them can be the teacher yet: the teacher has
-# to score tokens it is given (prompt log-probs), while these return log-probs only of the
-# tokens they sample themselves.
-UNSERVED_TEACHER_ENGINES = {
-    "process": "the process engine returns log-probs of the tokens it samples, not of a given "
-    "sequence",
-    "vllm": "rllm's vLLM engine returns log-probs of the tokens it samples; vLLM's "
-    "prompt_logprobs is not wired to it",
-    "llamacpp": "rllm's llama.cpp engine returns log-probs of the tokens it samples, not of a "
-    "given sequence",
-    "openai": "OpenAI-compatible servers give prompt log-probs only through server-specific "
-    "options (echo, prompt_logprobs), which rllm's client does not send",
-}
+OPENAI = "openai"
+# What serves the teacher's log-probs of the student's tokens: transformers in the trainer's
+# process (local), or an engine asked for the prompt log-probs of each sequence
+# (rllm_agents.engines.scoring; started and closed with the trainer by
+# rllm_train.native.served_teacher, except an openai server, which is the user's).
+TEACHER_ENGINES = (LOCAL, "process", "vllm", "llamacpp", OPENAI)
 
 
 @dataclass
@@ -44,12 +35,26 @@ class DistillConfig:
     # folder) or an rllm-train run folder (its latest checkpoint; a checkpoints/step_N folder
     # for another one). Empty: no distillation. It must share the student's tokenizer; its
     # chat template may differ (it scores the student's rendering of each conversation).
+    # With engine=openai the server's model is the teacher, and this names its tokenizer (a
+    # model or model folder with the same vocabulary), which is checked against the student's.
     teacher: str = ""
     # How much of the teacher's advantage is added, per token: advantage = the algorithm's
     # advantage + weight * (log p_teacher - log p_student). With --algorithm distill the
     # algorithm's share is 0.
     weight: float = 1.0
-    engine: str = LOCAL  # what serves the teacher: transformers in the trainer's process
+    # What serves the teacher: local (transformers in the trainer's process, one forward pass
+    # per micro-batch); process (the same in a child process); vllm (vLLM, its engine core a
+    # child process); llamacpp (llama.cpp in the trainer's process, on an F16 GGUF: a
+    # SmolLM2-shaped teacher); openai (a server already running at base_url that echoes
+    # prompt log-probs: vLLM's, or llama-cpp-python's). vllm serves a run folder's teacher
+    # from OUTPUT/teacher, written at the start and removed at the end.
+    engine: str = LOCAL
+    base_url: str = ""  # openai: the server (http://host:port/v1)
+    model: str = ""  # openai: the served model's name (empty: the first the server lists)
+    api_key_env: str = ""  # openai: the environment variable that holds the API key, if any
+    # openai: requests in flight at the server at once; the rest wait in the trainer, off the
+    # request timeout (0: no limit; llama-cpp-python's server answers one at a time: 1).
+    slots: int = 0
 
     @property
     def on(self) -> bool:
@@ -71,16 +76,17 @@ def distill_problems(config: TrainConfig) -> list[str]:
     if not section.on:
         return []
     problems = []
-    if section.engine in UNSERVED_TEACHER_ENGINES:
-        problems.append(
-            f"distill.engine: {section.engine} cannot serve the teacher: "
-            f"{UNSERVED_TEACHER_ENGINES[section.engine]}; the teacher runs with transformers in "
-            f"the trainer's process (distill.engine={LOCAL})"
-        )
-    elif section.engine not in TEACHER_ENGINES:
+    if section.engine not in TEACHER_ENGINES:
         problems.append(
             f"distill.engine: {section.engine!r} is not one of {', '.join(TEACHER_ENGINES)}"
         )
+    if section.engine == OPENAI and not section.base_url:
+        problems.append(
+            "distill.base_url: distill.engine=openai scores with a server already running; "
+            "give its URL (http://host:port/v1)"
+        )
+    if section.slots < 0:
+        problems.append(f"distill.slots: must be 0 (no limit) or more, got {section.slots}")
     if not math.isfinite(section.weight) or section.weight <= 0:
         problems.append(
             f"distill.weight: the teacher's share of the advantage must be above 0, got "

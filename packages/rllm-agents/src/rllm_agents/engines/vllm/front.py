@@ -53,6 +53,15 @@ class VLLMFront:
         ids = checked_request(token_ids, start, getattr(self, "context_length", None))
         if not self._thread.running:
             raise EngineError(self.closed_message)
+        settings = getattr(self, "settings", None)
+        if settings is not None and settings.on_cpu and settings.enable_lora:
+            # vLLM 0.30's CPU LoRA kernels project the logits of one row per request, not of
+            # every prompt token: the request kills the engine core (an einsum shape error in
+            # punica_cpu.add_lora_logits), for every caller of the engine.
+            raise EngineError(
+                "vLLM's CPU build cannot score prompts with LoRA enabled (its engine core "
+                "dies); start the engine without enable_lora to score"
+            )
         return await self._thread.run(self._prompt_logprobs(ids, start))
 
     async def _prompt_logprobs(self, token_ids: list[int], start: int) -> list[float | None]:
