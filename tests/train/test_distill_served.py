@@ -12,6 +12,7 @@ SmolLM2's shape. The openai run asks the vLLM server the vLLM tests share
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import os
 import signal
@@ -37,6 +38,7 @@ from tests.agents.engines.scored_sequences import (
     reference_logprobs,
     scored_sequences,
 )
+from tests.benchmark_runs import run_benchmark
 from tests.parts import require_module, require_part
 from tests.processes import descendants, wait_gone, working
 from tests.train.test_distill import distill_overrides
@@ -191,3 +193,15 @@ def test_a_teacher_llamacpp_cannot_hold_is_refused_before_the_run(tmp_path, tiny
     with pytest.raises(ConfigError, match="does not fit SmolLM2's GGUF"):
         served_run(tmp_path, tiny_model, tiny_model, "llamacpp")
     assert not (tmp_path / "run").exists()
+
+
+def test_the_teacher_scoring_benchmark_runs(tmp_path):
+    report = tmp_path / "scoring.json"
+    run_benchmark(
+        "teacher_scoring.py", "--teacher=tiny", "--engines=local,process", "--sequences=2",
+        "--tokens=40", "--repeats=1", f"--json={report}",
+    )  # fmt: skip
+    figures = json.loads(report.read_text())
+    assert set(figures["engines"]) == {"local", "process"} and figures["sequences"] == 2
+    for row in figures["engines"].values():
+        assert row["steady_s"] > 0 and row["largest_gap"] < SAME_PRECISION

@@ -14,8 +14,8 @@ tokenizer and its weights are checked and loaded by :mod:`rllm_train.native.teac
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rllm_train.config import TrainConfig
@@ -55,6 +55,10 @@ class DistillConfig:
     # openai: requests in flight at the server at once; the rest wait in the trainer, off the
     # request timeout (0: no limit; llama-cpp-python's server answers one at a time: 1).
     slots: int = 0
+    # vllm: settings of the teacher's engine (VLLMSettings keywords, as rollout.engine_options;
+    # other names go to vLLM's engine arguments), e.g. a share of a GPU the trainer also uses:
+    # distill.engine_options.gpu_memory_utilization=0.3, or .dtype=float32 on a CPU.
+    engine_options: dict[str, Any] = field(default_factory=dict)
 
     @property
     def on(self) -> bool:
@@ -87,6 +91,10 @@ def distill_problems(config: TrainConfig) -> list[str]:
         )
     if section.slots < 0:
         problems.append(f"distill.slots: must be 0 (no limit) or more, got {section.slots}")
+    if section.engine_options and section.engine != "vllm":
+        problems.append(
+            f"distill.engine_options: settings of distill.engine=vllm, got {section.engine}"
+        )
     if not math.isfinite(section.weight) or section.weight <= 0:
         problems.append(
             f"distill.weight: the teacher's share of the advantage must be above 0, got "

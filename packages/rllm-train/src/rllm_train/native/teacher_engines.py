@@ -102,9 +102,17 @@ def _start_vllm(setting: TeacherSetting) -> StartedTeacher:
         folder = Path(setting.config.trainer.output) / TEACHER_FOLDER
         model = str(save_final_model(_loaded(setting), setting.tokenizer, folder))
     # The model's own context: the teacher reads whole episodes, prompt and turns together.
-    settings = VLLMSettings.for_this_machine().replace(max_model_len=None)
+    settings = VLLMSettings.for_this_machine().replace(
+        max_model_len=None, seed=setting.config.trainer.seed
+    )
     try:
+        settings = settings.replace(**setting.config.distill.engine_options)
         engine = VLLMEngine(model, tokenizer=setting.tokenizer, settings=settings)
+    except (TypeError, ValueError) as error:  # settings vLLM refuses
+        _remove(folder)
+        raise ConfigError(
+            f"distill.engine=vllm: vLLM refused its settings (distill.engine_options): {error}"
+        ) from error
     except BaseException:
         _remove(folder)
         raise
