@@ -31,6 +31,7 @@ from rllm_train.native.distill_trainer import DistillTrainer
 from rllm_train.native.models import load_for_training
 from rllm_train.native.policy_update import PolicyUpdate
 from rllm_train.native.teacher import check_teacher, load_teacher, teacher_source
+from rllm_train.native.teacher_engines import check_teacher_engine
 from rllm_train.native.trainers import trainer_class
 
 from tests.benchmark_runs import run_benchmark
@@ -303,7 +304,7 @@ def test_a_lora_run_folder_is_a_teacher(tmp_path, tiny_model):
     served = {"distill.engine": "openai", "distill.base_url": "http://127.0.0.1:9/v1"}
     config = build_config(overrides=distill_overrides(tmp_path / "kd", tiny_model, run, **served))
     with pytest.raises(ConfigError, match="no server holds"):
-        check_teacher(config)
+        check_teacher_engine(config, check_teacher(config))
 
 
 def test_the_cli_distils_and_reports_the_teacher(tmp_path, tiny_model, capsys):

@@ -38,7 +38,7 @@ from tests.agents.engines.scored_sequences import (
     reference_logprobs,
     scored_sequences,
 )
-from tests.benchmark_runs import run_benchmark
+from tests.benchmark_runs import benchmark_module
 from tests.parts import require_module, require_part
 from tests.processes import descendants, wait_gone, working
 from tests.train.test_distill import distill_overrides
@@ -195,12 +195,13 @@ def test_a_teacher_llamacpp_cannot_hold_is_refused_before_the_run(tmp_path, tiny
     assert not (tmp_path / "run").exists()
 
 
-def test_the_teacher_scoring_benchmark_runs(tmp_path):
+def test_the_teacher_scoring_benchmark_runs(tmp_path, capsys):
     report = tmp_path / "scoring.json"
-    run_benchmark(
-        "teacher_scoring.py", "--teacher=tiny", "--engines=local,process", "--sequences=2",
-        "--tokens=40", "--repeats=1", f"--json={report}",
-    )  # fmt: skip
+    # In this process: the script's own start (torch, transformers) would cost more than it.
+    scoring = benchmark_module("teacher_scoring")
+    argv = ["--teacher=tiny", "--engines=local,process", "--sequences=2", "--tokens=40"]
+    assert scoring.main([*argv, "--repeats=1", f"--json={report}"]) == 0
+    assert "tokens/s" in capsys.readouterr().out
     figures = json.loads(report.read_text())
     assert set(figures["engines"]) == {"local", "process"} and figures["sequences"] == 2
     for row in figures["engines"].values():

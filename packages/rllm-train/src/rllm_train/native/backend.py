@@ -38,8 +38,10 @@ def check(setup: RunSetup) -> None:
     multiagent_setup(config)  # a game's seats name policies that exist
     if config.distill.on:
         from rllm_train.native.teacher import check_teacher
+        from rllm_train.native.teacher_engines import check_teacher_engine
 
-        check_teacher(config)  # the teacher exists and shares the student's tokenizer
+        # The teacher exists, shares the student's tokenizer, and its engine can serve it.
+        check_teacher_engine(config, check_teacher(config))
     if not setup.algorithm.plays_tasks:
         from rllm_train.native.sft_data import select_trajectories, validation_task_ids
 

@@ -125,15 +125,12 @@ def check_same_tokenizer(student_tokenizer: Any, source: TeacherSource) -> None:
 
 
 def check_teacher(config: TrainConfig) -> TeacherSource | None:
-    """The teacher named by `config`, checked without loading its weights (None: no teacher):
-    it exists, shares the student's tokenizer, and its engine can serve it."""
-    from rllm_train.native.teacher_engines import check_teacher_engine
-
+    """The teacher named by `config`, checked without loading its weights (None: no teacher).
+    Whether its engine can serve it: ``teacher_engines.check_teacher_engine``."""
     if not config.distill.on:
         return None
     source = teacher_source(config.distill.teacher)
     check_same_tokenizer(load_tokenizer(config.model.name), source)
-    check_teacher_engine(config, source)
     return source
 
 
