@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from rllm_agents.engines.base import EngineError, SamplingParams
+from rllm_agents.engines.base import ContextOverflow, EngineError, SamplingParams
 from rllm_agents.engines.openai import OpenAIEngine
 
 from tests.agents.engines.scored_sequences import (
@@ -61,6 +61,12 @@ async def test_vllms_server_answers_both_asks(vllm_server_engine, sequences):
     engine = vllm_server_engine
     echoed = await asyncio.gather(*(engine.prompt_logprobs(s, SCORED_FROM) for s in ids))
     assert_close(echoed, references, engine.dtype)
+    # A prompt the server refuses (too long: its answer names "the prompt") is that request's
+    # fault; the engine goes on sending token ids, which score any sequence.
+    with pytest.raises(ContextOverflow):
+        await engine.generate(prompt_ids=[5] * 9000, sampling=TWO_TOKENS)
+    again = await engine.prompt_logprobs(ids[-1], SCORED_FROM)
+    assert again == pytest.approx(echoed[-1], abs=1e-5)
     # The same server asked through vLLM's own field reads the same numbers.
     client = OpenAIEngine(engine.server.base_url, engine.server.served_name, max_retries=0)
     client._scoring_ask = 1  # the second ask: prompt_logprobs (a server without echo)

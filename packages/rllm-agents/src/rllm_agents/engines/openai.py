@@ -243,9 +243,13 @@ class OpenAIEngine:
         """``/completions`` with `prompt_ids` as the prompt: token ids where the server takes
         them, else the detokenised text. (answer, seconds queued, whether it went as text)."""
         if self.token_prompts_supported is not False:
+            # Only until the server has taken one: after that a refusal that names the prompt
+            # (vLLM's "maximum context length ... in the prompt") is that request's own fault,
+            # and switching every later request to text would lose the token ids.
+            learning = self.token_prompts_supported is None
             try:
                 data, queued = await self._post(
-                    "/completions", {**body, "prompt": prompt_ids, **self.extra_body}, True
+                    "/completions", {**body, "prompt": prompt_ids, **self.extra_body}, learning
                 )
                 self.token_prompts_supported = True
                 return data, queued, False
