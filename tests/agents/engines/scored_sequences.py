@@ -33,8 +33,8 @@ VLLM_PROMPT_TOLERANCE = {"float32": (2e-3, 5e-4), "bfloat16": (1.0, 0.1)}
 
 
 def scored_sequences(tokenizer) -> list[list[int]]:
-    """The chats as token ids, and the first one again with its reply written in ids the
-    tokenizer would not choose ("7" spelt as single characters where it merges them)."""
+    """The chats as token ids, and the first one again with three one-letter tokens ("a", "n",
+    "s") put into its reply, which the tokenizer would write as one ("ans")."""
     sequences = [tokenizer.apply_chat_template(chat, tokenize=False) for chat in CHATS]
     ids = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in sequences]
     unusual = ids[0][:-4] + tokenizer.convert_tokens_to_ids(["a", "n", "s"]) + ids[0][-4:]
