@@ -11,9 +11,9 @@ Two figures, side by side in one run:
 * **throughput**: `--sessions` sessions at once, each playing episodes of random moves for
   `--seconds`; steps/s over the socket against the same number of envs stepped in-process by
   ``astep`` on one event loop (what the execution engine does with local envs). Goal: 90 %.
-  Beside them, the floor of the transport itself: the same client against a bare aiohttp
-  WebSocket server (its own process) that answers every message with a fixed step reply and
-  holds no env. No env server written on aiohttp can carry more steps/s than that.
+  Beside them, the ceiling of the transport itself: the same client against a bare aiohttp
+  WebSocket server (its own process) that answers every message with a served step's reply
+  and holds no env. No env server written on aiohttp can carry more steps/s than that.
 
 The client is aiohttp in this process; the server is the installed command. ``--uvloop`` runs
 the client, the server and the bare server on uvloop's event loop.
@@ -52,11 +52,7 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-# A served step's reply as rllm-envs serve sends it (the size matters, not the text).
-FIXED_REPLY = {"type": "observation", "data": {
-    "observation": {"text": "You are on a 4x4 frozen lake. S F F F / F H F H / F F F H / H F F G"},
-    "reward": 0.0, "done": False, "truncated": False, "info": {"step": 1}}}  # fmt: skip
-# Run as `python -c`: the bare server (no env), answering every message with FIXED_REPLY.
+# Run as `python -c`: the bare server (no env), answering every message with the reply given.
 BARE_SERVER = """
 import asyncio, json, sys
 from aiohttp import web
@@ -74,6 +70,20 @@ web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=lambda _: print(
 UVLOOP_FIRST = "import asyncio, uvloop; asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())\n"
 
 
+def a_step_reply() -> dict:
+    """A served step's reply as rllm-envs serve sends it: the bare server answers with this, so
+    both servers send messages of the same size."""
+    from rllm_envs.serve.protocol import turn_body
+    from rllm_envs.serve.sessions import Turn
+
+    env = gym.make(ENV_ID)
+    env.reset(seed=0)
+    observation, reward, terminated, truncated, info = env.step(MOVES[0])
+    env.close()
+    turn = Turn(observation, info, float(reward), terminated, truncated)
+    return {"type": "observation", "data": turn_body(turn)}
+
+
 def start_server(
     max_sessions: int, uvloop: bool, bare: bool = False
 ) -> tuple[subprocess.Popen, str]:
@@ -81,7 +91,7 @@ def start_server(
     prefix = UVLOOP_FIRST if uvloop else ""
     if bare:
         program = prefix + BARE_SERVER
-        arguments = [str(port), json.dumps(FIXED_REPLY)]
+        arguments = [str(port), json.dumps(a_step_reply())]
     else:
         program = prefix + "import sys; from rllm_envs.__main__ import main; sys.exit(main())"
         arguments = ["serve", ENV_ID, "--port", str(port), "--max-sessions", str(max_sessions)]

@@ -120,19 +120,24 @@ class VLLMEngine(VLLMFront):
             request_id = f"rllm-{next(self._request_ids)}"
             async with self.policy.lease() as policy:
                 aborting_syncs = self.policy.aborting_syncs
-                final = None
-                try:
-                    async for output in self._engine.generate(
-                        {"prompt_token_ids": prompt_ids},
-                        params,
-                        request_id,
-                        lora_request=policy.lora_request,
-                    ):
-                        final = output
-                except Exception as exc:  # noqa: BLE001 - surfaced as the engine's error types
-                    raise _engine_error(exc) from exc
+                final = await self._last_output(prompt_ids, params, request_id, policy)
             if self.policy.aborting_syncs == aborting_syncs or not _aborted(final):
                 return _model_output(final, prompt_ids, policy.version)
+
+    async def _last_output(self, prompt_ids: list[int], params: Any, request_id: str, policy: Any):
+        """vLLM's final output for one request on `policy`'s weights (None if it gave none)."""
+        final = None
+        try:
+            async for output in self._engine.generate(
+                {"prompt_token_ids": prompt_ids},
+                params,
+                request_id,
+                lora_request=policy.lora_request,
+            ):
+                final = output
+        except Exception as exc:  # noqa: BLE001 - surfaced as the engine's error types
+            raise _engine_error(exc) from exc
+        return final
 
     async def _prompt_logprobs(self, token_ids: list[int], start: int) -> list[float]:
         """On the engine's loop: vLLM's prompt log-probs of `token_ids` (``prompt_logprobs=0``:
@@ -148,17 +153,7 @@ class VLLMEngine(VLLMFront):
         )
         request_id = f"rllm-score-{next(self._request_ids)}"
         async with self.policy.lease() as policy:
-            final = None
-            try:
-                async for output in self._engine.generate(
-                    {"prompt_token_ids": token_ids},
-                    params,
-                    request_id,
-                    lora_request=policy.lora_request,
-                ):
-                    final = output
-            except Exception as exc:  # noqa: BLE001 - surfaced as the engine's error types
-                raise _engine_error(exc) from exc
+            final = await self._last_output(token_ids, params, request_id, policy)
         scored = getattr(final, "prompt_logprobs", None)
         if not scored or len(scored) != len(token_ids):
             raise EngineError("vLLM returned no prompt log-probs")
