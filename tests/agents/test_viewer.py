@@ -190,6 +190,10 @@ def test_the_installed_command_serves_the_run_and_stops_on_ctrl_c(run_folder, tm
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # Ctrl-C as a terminal delivers it: a suite started in the background (nohup, `&`)
+        # hands its children SIGINT ignored, and Python then never turns it into
+        # KeyboardInterrupt.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         line = server.stdout.readline()

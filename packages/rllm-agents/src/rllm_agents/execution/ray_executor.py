@@ -43,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import hashlib
+import logging
 import math
 import os
 import signal
@@ -53,6 +54,8 @@ from typing import Any
 from rllm_agents import reaper
 from rllm_agents.execution.env_spec import EnvSpec
 from rllm_agents.run_folder import terminate_on_signals
+
+log = logging.getLogger(__name__)
 
 # Ray's GCS health check of nodes: a probe every 0.5 s, dead after 3 missed ones.
 FAST_NODE_DEATH = {
@@ -87,6 +90,13 @@ class UnroutableEnvError(RuntimeError):
 
 class WorkerStartError(RuntimeError):
     """The Ray workers could not be started (their set-up raised, or no node took them)."""
+
+
+class _WorkerDied(Exception):
+    """A starting worker died before it answered (its cause: Ray's error)."""
+
+
+WORKER_START_ATTEMPTS = 2
 
 
 @dataclass
@@ -226,7 +236,26 @@ class RayExecutor:
                 raise failures[0]
 
     async def start_worker(self) -> WorkerRecord:
-        """One more worker for the current env kind, started (or WorkerStartError)."""
+        """One more worker for the current env kind, started (or WorkerStartError).
+
+        A worker that dies before it answers is started once more: on a loaded machine Ray
+        has been seen to lose a starting worker process ("the actor died unexpectedly before
+        finishing this task") that a second start brings up. A worker whose own set-up fails
+        fails both times, and its error is raised; one that finds no room is not retried."""
+        for attempt in range(1, WORKER_START_ATTEMPTS + 1):
+            try:
+                return await self._start_one_worker()
+            except _WorkerDied as died:
+                if attempt == WORKER_START_ATTEMPTS:
+                    raise WorkerStartError(
+                        f"a Ray worker failed to start ({attempt} tries): {died.__cause__}"
+                    ) from died.__cause__
+                log.warning(
+                    "a Ray worker died while starting; starting another: %s", died.__cause__
+                )
+        raise AssertionError("unreachable")
+
+    async def _start_one_worker(self) -> WorkerRecord:
         import ray
 
         from rllm_agents.execution.ray_worker import EpisodeWorker
@@ -257,7 +286,7 @@ class RayExecutor:
             raise
         except Exception as error:  # noqa: BLE001 - the worker's own set-up failed: say why
             kill_quietly(handle)
-            raise WorkerStartError(f"a Ray worker failed to start: {error}") from error
+            raise _WorkerDied() from error
         return WorkerRecord(handle=handle, node_id=where["node_id"])
 
     def forget(self, worker: WorkerRecord) -> None:
