@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -156,6 +157,38 @@ async def test_a_dropped_connection_closes_its_env_and_capacity_is_kept():
                 break
             await asyncio.sleep(0.02)
     assert sessions.made == sessions.closed == 2 and not sessions.open_sessions
+
+
+async def test_a_session_still_making_its_env_holds_its_place():
+    """The cap counts sessions whose env is still being made: a connection arriving meanwhile
+    is refused, not given a place already promised."""
+    release = threading.Event()
+    make_lake = ServedEnv(LAKE, {})
+
+    def slow_env():
+        release.wait(30)  # an env that takes its time to start (a container, a browser)
+        return make_lake()
+
+    sessions = Sessions(slow_env, max_sessions=1)
+    server = TestServer(build_app(sessions, ServeSettings(env_id=LAKE)))
+    async with server, aiohttp.ClientSession() as client:
+        first = await client.ws_connect(server.make_url("/ws"))
+        for _ in range(100):  # the first session's env is being made
+            if sessions.opening:
+                break
+            await asyncio.sleep(0.02)
+        async with client.ws_connect(server.make_url("/ws")) as second:
+            reply = await asyncio.wait_for(second.receive_json(), 10)
+            assert reply["data"]["code"] == "CAPACITY_REACHED", reply
+        release.set()
+        await first.send_json({"type": "reset", "data": {"seed": 0}})
+        assert (await asyncio.wait_for(first.receive_json(), 10))["type"] == "observation"
+        await first.close()
+        for _ in range(100):
+            if sessions.closed == 1:
+                break
+            await asyncio.sleep(0.02)
+    assert sessions.made == sessions.closed == 1
 
 
 async def test_idle_sessions_are_reaped():

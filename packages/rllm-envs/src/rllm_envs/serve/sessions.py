@@ -76,10 +76,19 @@ class Sessions:
     made: int = 0  # envs made over the server's life (the tests count them against closes)
     closed: int = 0
 
+    opening: int = 0  # sessions whose env is being made: they hold a place already
+
     async def open(self) -> Session:
-        if len(self.open_sessions) >= self.max_sessions:
+        # Sessions still making their env count: a connection arriving meanwhile must not
+        # take a place that is already promised (a slow env made the server go past its cap).
+        if len(self.open_sessions) + self.opening >= self.max_sessions:
             raise CapacityError(f"all {self.max_sessions} sessions are in use")
-        env = await asyncio.to_thread(self.make_env)  # an env may start a container or browser
+        self.opening += 1
+        try:
+            # An env may start a container or browser: off the event loop.
+            env = await asyncio.to_thread(self.make_env)
+        finally:
+            self.opening -= 1
         self.made += 1
         session = Session(env)
         self.open_sessions[session.id] = session
