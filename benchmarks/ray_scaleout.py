@@ -264,7 +264,8 @@ def main(argv: list[str] | None = None) -> dict:
 
     started = time.perf_counter()
     cluster = Cluster(
-        initialize_head=True, head_node_args={"num_cpus": 0, "_system_config": FAST_NODE_DEATH}
+        initialize_head=True,
+        head_node_args={"num_cpus": 0, "_system_config": dict(FAST_NODE_DEATH)},
     )
     for _ in range(3):  # room for 6 workers: 4 run, 2 take over from a dead node's
         cluster.add_node(**NODE)

@@ -61,7 +61,7 @@ def cluster():
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     cluster = Cluster(
         initialize_head=True,
-        head_node_args={"num_cpus": 0, "_system_config": FAST_NODE_DEATH},
+        head_node_args={"num_cpus": 0, "_system_config": dict(FAST_NODE_DEATH)},
     )
     nodes = {
         "docker": cluster.add_node(num_cpus=2, resources={"docker": 2}),

@@ -49,6 +49,7 @@ import os
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from rllm_agents import reaper
@@ -57,13 +58,17 @@ from rllm_agents.run_folder import terminate_on_signals
 
 log = logging.getLogger(__name__)
 
-# Ray's GCS health check of nodes: a probe every 0.5 s, dead after 3 missed ones.
-FAST_NODE_DEATH = {
-    "health_check_initial_delay_ms": 0,
-    "health_check_period_ms": 500,
-    "health_check_timeout_ms": 500,
-    "health_check_failure_threshold": 3,
-}
+# Ray's GCS health check of nodes: a probe every 0.5 s, dead after 3 missed ones. Read-only:
+# ray.init adds its own keys to the system config it is given (object spilling, with the
+# session's folder), so each start gets a copy (dict(FAST_NODE_DEATH)).
+FAST_NODE_DEATH = MappingProxyType(
+    {
+        "health_check_initial_delay_ms": 0,
+        "health_check_period_ms": 500,
+        "health_check_timeout_ms": 500,
+        "health_check_failure_threshold": 3,
+    }
+)
 
 
 def _docker_backend(kwargs: dict[str, Any]) -> dict[str, float]:
@@ -210,7 +215,9 @@ class RayExecutor:
             # "local": a cluster of the run's own. With no address Ray joins any cluster
             # already running on the machine (another run's, a `ray start`), which refuses
             # this run's system config.
-            ray.init(**{"address": "local", "_system_config": FAST_NODE_DEATH, **self.init_kwargs})
+            ray.init(
+                **{"address": "local", "_system_config": dict(FAST_NODE_DEATH), **self.init_kwargs}
+            )
             # The cluster's processes are this driver's to end: a watchdog kills what is left
             # of them once the driver is gone, kill -9 included (Ray's own agents outlive it).
             self._watchdog = reaper.watch(os.getpid())
